@@ -1,0 +1,38 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+export DAGSTER_HOME := $(CURDIR)/data/dagster_home
+export TUNESMITH_DATASETS ?= $(CURDIR)/data/examples
+export TUNESMITH_OUT ?= $(CURDIR)/data/out
+export TUNESMITH_STORE ?= $(CURDIR)/data/store
+export TUNESMITH_MODELS ?= $(CURDIR)/data/models
+
+.PHONY: demo test ui lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tunesmith examples
+	$(BIN)/tunesmith run
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+ui: $(STAMP)
+	$(BIN)/tunesmith ui
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+bench: $(STAMP)
+	$(BIN)/python bench/rerun_ratio.py
+
+clean:
+	rm -rf data/out data/store data/dagster_home
