@@ -1,0 +1,38 @@
+"""What every stage asset shares: the partitions, the automation rule, the result shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from tunesmith.report import StageResult, write_stage
+
+datasets = dg.DynamicPartitionsDefinition(name="datasets")
+
+AC = dg.AutomationCondition
+# Fire on a real upstream change only: a cache-hit rematerialization keeps its data version
+# and must not cascade (plain eager() fires on any upstream materialization).
+ON_NEW_DATA = AC.eager().replace(
+    "any_deps_updated", AC.any_deps_match(AC.data_version_changed())
+) | (AC.code_version_changed() & ~AC.in_progress())
+
+
+def stage_output(value: Any, result: StageResult, dataset_out: Path, **metadata: Any) -> dg.Output:
+    """The asset's Output: data version, report.json section, and the run's metadata."""
+    report = write_stage(dataset_out, result)
+    md: dict[str, Any] = {
+        "items": result.items,
+        "cached": result.cached,
+        "computed": result.computed,
+        "skipped": len(result.skipped),
+        "seconds": round(result.seconds, 3),
+        "report": dg.MetadataValue.path(str(report)),
+        **{k: v for k, v in result.extra.items() if isinstance(v, int | float | str)},
+        **metadata,
+    }
+    if result.skipped:
+        rows = "\n".join(f"| `{s.path}` | {s.reason} |" for s in result.skipped)
+        md["skipped_items"] = dg.MetadataValue.md(f"| file | reason |\n|---|---|\n{rows}")
+    return dg.Output(value, data_version=dg.DataVersion(result.data_version), metadata=md)

@@ -1,0 +1,33 @@
+"""Asset `manifest`: every file of the dataset with its hash, kind and size."""
+
+import dagster as dg
+import pandas as pd
+
+from assets.common import datasets, stage_output
+from resources.storage import StorageResource
+from tunesmith.dataset import manifest as engine
+
+
+@dg.asset(
+    partitions_def=datasets,
+    code_version=f"manifest-{engine.STAGE_VERSION}",
+    io_manager_key="parquet_io",
+    group_name="tunesmith",
+    description="Every file of the dataset folder: sha256, kind (audio, image, sidecar, "
+    "config) and size. The data version is the hash of this table.",
+)
+def manifest(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.Output:
+    key = context.partition_key
+    folder = storage.dataset_folder(key)
+    hash_cache = storage.roots().store / "hashes" / f"{key}.json"
+    result_manifest, result = engine.build_manifest(folder, hash_cache)
+    for skipped in result.skipped:
+        context.log.warning(f"skipped {skipped.path}: {skipped.reason}")
+    frame: pd.DataFrame = result_manifest.to_frame()
+    return stage_output(
+        frame,
+        result,
+        storage.dataset_out(key),
+        folder=dg.MetadataValue.path(str(folder)),
+        placement="cpu",
+    )

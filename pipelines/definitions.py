@@ -1,0 +1,28 @@
+"""The one Definitions object: `dagster dev` and `dagster asset materialize -m
+pipelines.definitions` load this module (workspace.yaml names it)."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.labels import labels
+from assets.manifest import manifest
+from pipelines.jobs import build_dataset
+from pipelines.schedules import nightly_rebuild
+from pipelines.sensors import dataset_folder_sensor
+from resources.compute import ComputeResource
+from resources.storage import ParquetIOManager, StorageResource
+
+ASSETS = [manifest, labels]
+
+defs = dg.Definitions(
+    assets=ASSETS,
+    jobs=[build_dataset],
+    sensors=[dataset_folder_sensor],
+    schedules=[nightly_rebuild],
+    resources={
+        "storage": StorageResource(),
+        "compute": ComputeResource(),
+        "parquet_io": ParquetIOManager(),
+    },
+)

@@ -1,0 +1,70 @@
+"""What a file really holds, read from its first bytes, against what its name says.
+
+Only the formats tunesmith reads are recognised. A file whose content does not match its
+extension is refused with a message that says both, since a mislabelled file otherwise
+fails deep inside a decoder with an error that names neither.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# extension → format name
+BY_EXTENSION = {
+    ".wav": "WAV", ".flac": "FLAC", ".mp3": "MP3", ".ogg": "Ogg", ".opus": "Ogg",
+    ".m4a": "MP4", ".aiff": "AIFF", ".aif": "AIFF",
+    ".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WebP", ".bmp": "BMP",
+}  # fmt: skip
+AUDIO_FORMATS = frozenset({"WAV", "FLAC", "MP3", "Ogg", "MP4", "AIFF"})
+
+
+class MediaError(ValueError):
+    """A media file that cannot be used; the message names the file and the problem."""
+
+
+def sniff(head: bytes) -> str | None:
+    """The format of a file from its first 16 bytes, or None if not one we know."""
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        return "WAV"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WebP"
+    if head[:4] == b"FORM" and head[8:12] in (b"AIFF", b"AIFC"):
+        return "AIFF"
+    if head[:4] == b"fLaC":
+        return "FLAC"
+    if head[:4] == b"OggS":
+        return "Ogg"
+    if head[4:8] == b"ftyp":
+        return "MP4"
+    # MP3: an ID3v2 tag, or a bare MPEG audio frame sync (11 set bits).
+    if head[:3] == b"ID3" or (len(head) > 1 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0):
+        return "MP3"
+    if head[:8] == b"\x89PNG\r\n\x1a\n":
+        return "PNG"
+    if head[:3] == b"\xff\xd8\xff":
+        return "JPEG"
+    if head[:2] == b"BM":
+        return "BMP"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "GIF"
+    return None
+
+
+def check_format(path: Path, label: str | None = None) -> str:
+    """The format of `path`, after checking its content is what its extension says.
+
+    `label` is how the file is named in messages (its path inside the dataset).
+    """
+    name = label or str(path)
+    expected = BY_EXTENSION.get(path.suffix.lower())
+    if expected is None:
+        raise MediaError(f"{name}: unsupported extension {path.suffix!r}")
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if not head:
+        raise MediaError(f"{name}: empty file (0 bytes), expected {expected} data")
+    found = sniff(head)
+    if found != expected:
+        what = f"{found} data" if found else f"unrecognised bytes {head[:8]!r}"
+        raise MediaError(f"{name}: the extension says {expected}, but the content is {what}")
+    return found
