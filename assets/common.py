@@ -5,9 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import warnings
+
 import dagster as dg
 
 from tunesmith.report import StageResult, write_stage
+
+# Output(data_version=...) is marked beta in 1.13; it is the documented way to report one.
+warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*data_version.*")
 
 datasets = dg.DynamicPartitionsDefinition(name="datasets")
 

@@ -15,14 +15,21 @@ from resources.storage import ParquetIOManager, StorageResource
 
 ASSETS = [manifest, labels]
 
+
+def resources(storage: StorageResource | None = None) -> dict[str, object]:
+    """The resources every run gets; tests pass a StorageResource of temporary roots."""
+    storage = storage or StorageResource()
+    return {
+        "storage": storage,
+        "compute": ComputeResource(),
+        "parquet_io": ParquetIOManager(storage=storage),
+    }
+
+
 defs = dg.Definitions(
     assets=ASSETS,
     jobs=[build_dataset],
     sensors=[dataset_folder_sensor],
     schedules=[nightly_rebuild],
-    resources={
-        "storage": StorageResource(),
-        "compute": ComputeResource(),
-        "parquet_io": ParquetIOManager(),
-    },
+    resources=resources(),
 )

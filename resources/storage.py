@@ -47,11 +47,11 @@ class StorageResource(dg.ConfigurableResource):
 class ParquetIOManager(dg.ConfigurableIOManager):
     """DataFrames as `<out root>/<dataset>/<asset>.parquet`, written atomically."""
 
-    out_root: str = ""
+    storage: StorageResource
 
     def _path(self, context: dg.OutputContext | dg.InputContext) -> Path:
-        root = Path(self.out_root).absolute() if self.out_root else Roots.from_env().out
-        return root / context.asset_partition_key / f"{context.asset_key.path[-1]}.parquet"
+        out = self.storage.dataset_out(context.asset_partition_key)
+        return out / f"{context.asset_key.path[-1]}.parquet"
 
     def handle_output(self, context: dg.OutputContext, obj: pd.DataFrame) -> None:
         path = self._path(context)

@@ -1,0 +1,93 @@
+"""The `tunesmith` command: what people do by hand, on the code path the UI uses.
+
+    tunesmith run [DATASET...]   register partitions and materialize every stage
+    tunesmith status [DATASET...]  per dataset and stage: fresh, stale or missing, and why
+    tunesmith ui                 the Dagster UI (`dagster dev`) on 127.0.0.1
+    tunesmith examples           write the example datasets
+    tunesmith gc [--dry-run]     remove store entries no current materialization uses
+
+Runs are recorded in DAGSTER_HOME (default `data/dagster_home`), so the UI shows them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+DAGSTER_YAML = """\
+# Written by tunesmith when it creates a Dagster home.
+concurrency:
+  pools:
+    default_limit: 1          # pool "gpu": one accelerator step at a time
+run_monitoring:
+  enabled: true
+  free_slots_after_run_end_seconds: 300
+telemetry:
+  enabled: false
+"""
+
+
+def dagster_home() -> Path:
+    """DAGSTER_HOME, made persistent: without it Dagster throws the run history away."""
+    home = Path(os.environ.get("DAGSTER_HOME") or "data/dagster_home").absolute()
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text(DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tunesmith", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="materialize every stage of the datasets")
+    run.add_argument("datasets", nargs="*", help="dataset folder names or partition keys")
+    status = sub.add_parser("status", help="fresh, stale or missing, per dataset and stage")
+    status.add_argument("datasets", nargs="*")
+    sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
+    examples = sub.add_parser("examples", help="write the example datasets")
+    examples.add_argument("--to", type=Path, default=None, help="default: the datasets root")
+    gc = sub.add_parser("gc", help="remove unreferenced store entries")
+    gc.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(argv)
+
+    if args.command == "examples":
+        return _examples(args.to)
+    if args.command == "gc":
+        return _gc(args.dry_run)
+    dagster_home()
+    if args.command == "ui":
+        cmd = ["dagster", "dev", "-h", "127.0.0.1", "-m", "pipelines.definitions"]
+        os.execvp(cmd[0], cmd)
+    from pipelines import operations
+
+    if args.command == "run":
+        return operations.run(args.datasets)
+    return operations.status(args.datasets)
+
+
+def _examples(to: Path | None) -> int:
+    from tunesmith.config import Roots
+    from tunesmith.examples import make_examples
+
+    root = (to or Roots.from_env().datasets).absolute()
+    for name, folder in make_examples(root).items():
+        print(f"example dataset {name}: {folder}")
+    return 0
+
+
+def _gc(dry_run: bool) -> int:
+    from tunesmith.config import Roots
+    from tunesmith.store import Store
+
+    result = Store(Roots.from_env().store).gc(dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    print(json.dumps({verb: result.removed, "kept": result.kept, "bytes": result.bytes_freed}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

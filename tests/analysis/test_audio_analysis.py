@@ -1,0 +1,199 @@
+"""analyze_audio against the synthesised `loops` dataset, whose tempo and key are known."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import mutagen.flac
+import mutagen.wave
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tunesmith.analysis.audio import PITCH_CLASSES, AudioDecodeError, analyze_audio
+from tunesmith.examples.loops import LOOPS, make_loops, render_loop
+
+KEYS = {"duration", "sample_rate", "channels", "bpm", "bpm_confidence", "key", "scale",
+        "key_strength", "loudness_lufs"}  # fmt: skip
+UNDERFIT_TAGS = {"title", "artist", "album", "genre", "label", "date", "composer", "bpm", "prompt"}
+
+
+@pytest.fixture(scope="module")
+def loops_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("loops")
+    make_loops(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def analyses(loops_dir: Path) -> dict[str, dict]:
+    found = {spec.stem: analyze_audio(loops_dir / spec.filename) for spec in LOOPS}
+    print(f"\n{'clip':14} {'bpm':>6} {'found':>7} {'conf':>5}  {'key':9} {'found':9} {'LUFS':>6}")
+    for spec in LOOPS:
+        a = found[spec.stem]
+        print(
+            f"{spec.stem:14} {spec.bpm:6.1f} {a['bpm']:7.2f} {a['bpm_confidence']:5.2f}  "
+            f"{spec.key + ' ' + spec.scale:9} {a['key'] + ' ' + a['scale']:9} "
+            f"{a['loudness_lufs']:6.1f}"
+        )
+    return found
+
+
+def test_loops_cover_the_promised_range() -> None:
+    assert len(LOOPS) >= 8
+    assert min(s.bpm for s in LOOPS) >= 90 and max(s.bpm for s in LOOPS) <= 150
+    assert sum(s.scale == "major" for s in LOOPS) >= 3
+    assert sum(s.scale == "minor" for s in LOOPS) >= 3
+    assert all(10 <= s.seconds <= 30 for s in LOOPS)
+    assert all(s.key in PITCH_CLASSES for s in LOOPS)
+
+
+def test_tempo_is_recovered_within_2_percent(analyses: dict[str, dict]) -> None:
+    # Half or double tempo is 50% off, so an octave error counts as wrong here.
+    misses = [s.stem for s in LOOPS if abs(analyses[s.stem]["bpm"] - s.bpm) > 0.02 * s.bpm]
+    assert 1 - len(misses) / len(LOOPS) >= 7 / 8, misses
+
+
+def test_key_and_scale_are_recovered(analyses: dict[str, dict]) -> None:
+    found = {s.stem: (analyses[s.stem]["key"], analyses[s.stem]["scale"]) for s in LOOPS}
+    misses = [s.stem for s in LOOPS if found[s.stem] != (s.key, s.scale)]
+    assert 1 - len(misses) / len(LOOPS) >= 6 / 8, misses
+
+
+def test_format_fields_match_the_loops(analyses: dict[str, dict]) -> None:
+    for spec in LOOPS:
+        found = analyses[spec.stem]
+        assert set(found) == KEYS
+        assert found["duration"] == pytest.approx(spec.seconds, abs=1 / 44100)
+        assert (found["sample_rate"], found["channels"]) == (44100, 2)
+        assert found["scale"] in ("major", "minor")
+        assert -40 < found["loudness_lufs"] < 0
+
+
+def test_mono_file_reports_one_channel(tmp_path: Path) -> None:
+    spec = LOOPS[0]
+    sf.write(tmp_path / "mono.wav", render_loop(spec).mean(axis=1), 44100, subtype="PCM_16")
+    found = analyze_audio(tmp_path / "mono.wav")
+    assert (found["channels"], found["sample_rate"]) == (1, 44100)
+    assert found["bpm"] == pytest.approx(spec.bpm, rel=0.02)
+
+
+def test_other_sample_rate_is_resampled_for_tempo(tmp_path: Path) -> None:
+    # The same samples labelled 48 kHz play 48000/44100 times faster: so must the beat.
+    spec = LOOPS[0]
+    sf.write(tmp_path / "fast.wav", render_loop(spec), 48000, subtype="PCM_16")
+    found = analyze_audio(tmp_path / "fast.wav")
+    assert found["sample_rate"] == 48000
+    assert found["duration"] == pytest.approx(spec.seconds * 44100 / 48000, abs=1 / 48000)
+    assert found["bpm"] == pytest.approx(spec.bpm * 48000 / 44100, rel=0.02)
+
+
+@pytest.mark.parametrize(("channels", "expected_lufs"), [(1, -23.0), (2, -20.0)])
+def test_loudness_of_a_1khz_sine_matches_bs1770(
+    tmp_path: Path, channels: int, expected_lufs: float
+) -> None:
+    # BS.1770: a 0 dBFS 1 kHz sine in one channel reads -3.01 LKFS; this one is at -20 dBFS.
+    t = np.arange(5 * 48000) / 48000
+    sine = 0.1 * np.sin(2 * np.pi * 1000 * t)
+    sf.write(tmp_path / "sine.wav", np.stack([sine] * channels, axis=1), 48000, subtype="FLOAT")
+    assert analyze_audio(tmp_path / "sine.wav")["loudness_lufs"] == pytest.approx(
+        expected_lufs, abs=0.1
+    )
+
+
+def test_half_amplitude_reads_6db_lower(loops_dir: Path, analyses: dict, tmp_path: Path) -> None:
+    spec = LOOPS[1]
+    audio, rate = sf.read(loops_dir / spec.filename, dtype="float32")
+    sf.write(tmp_path / "half.wav", 0.5 * audio, rate, subtype="FLOAT")
+    drop = (
+        analyses[spec.stem]["loudness_lufs"] - analyze_audio(tmp_path / "half.wav")["loudness_lufs"]
+    )
+    assert drop == pytest.approx(20 * np.log10(2), abs=0.5)
+
+
+def test_very_short_and_silent_files_do_not_crash(tmp_path: Path) -> None:
+    sf.write(tmp_path / "blip.wav", render_loop(LOOPS[0])[:22050], 44100, subtype="PCM_16")
+    blip = analyze_audio(tmp_path / "blip.wav")
+    assert blip["duration"] == pytest.approx(0.5)
+    assert blip["bpm"] >= 0.0
+    sf.write(tmp_path / "silence.wav", np.zeros((3 * 44100, 2)), 44100, subtype="PCM_16")
+    silence = analyze_audio(tmp_path / "silence.wav")
+    assert (silence["bpm"], silence["bpm_confidence"]) == (0.0, 0.0)
+
+
+def _zero_bytes(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def _half_a_wav(path: Path) -> None:
+    sf.write(path, render_loop(LOOPS[0])[:44100], 44100, subtype="PCM_16")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _half_an_aiff(path: Path) -> None:
+    sf.write(path, render_loop(LOOPS[0])[:44100], 44100, subtype="PCM_16", format="AIFF")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _text(path: Path) -> None:
+    path.write_text("these are not the samples you are looking for\n" * 20)
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "reason"),
+    [
+        ("empty.wav", _zero_bytes, "empty"),
+        ("cut.wav", _half_a_wav, "truncated"),
+        ("cut.aiff", _half_an_aiff, "truncated"),
+        ("notes.wav", _text, "could not decode"),
+    ],
+)
+def test_bad_files_raise_decode_error_naming_the_file(
+    tmp_path: Path, name: str, make, reason: str
+) -> None:
+    make(tmp_path / name)
+    with pytest.raises(AudioDecodeError, match=reason) as caught:
+        analyze_audio(tmp_path / name)
+    assert name in str(caught.value)
+
+
+def test_labels_are_the_promised_mix(loops_dir: Path) -> None:
+    by_labels = {kind: [s for s in LOOPS if s.labels == kind] for kind in
+                 ("txt", "json", "json+txt", "id3", "flac")}  # fmt: skip
+    assert all(len(specs) >= 1 for specs in by_labels.values()), by_labels
+    for spec in LOOPS:
+        has_json = (loops_dir / f"{spec.stem}.json").exists()
+        has_txt = (loops_dir / f"{spec.stem}.txt").exists()
+        assert (has_json, has_txt) == (spec.labels in ("json", "json+txt"),
+                                       spec.labels in ("txt", "json+txt")), spec.stem  # fmt: skip
+        if has_json:
+            tags = json.loads((loops_dir / f"{spec.stem}.json").read_text())
+            assert set(tags) <= UNDERFIT_TAGS and all(isinstance(v, str) for v in tags.values())
+        if has_txt:
+            assert len((loops_dir / f"{spec.stem}.txt").read_text().splitlines()) == 1
+        if spec.labels == "json+txt":
+            assert tags["prompt"] != (loops_dir / f"{spec.stem}.txt").read_text().strip()
+        if spec.labels == "id3":
+            id3 = mutagen.wave.WAVE(loops_dir / spec.filename).tags
+            assert id3["TIT2"].text == [spec.title] and id3["TCON"].text == [spec.genre]
+            assert id3["TBPM"].text == [f"{spec.bpm:g}"] and id3["TPE1"].text
+        elif spec.labels == "flac":
+            vorbis = mutagen.flac.FLAC(loops_dir / spec.filename)
+            assert vorbis["title"] == [spec.title] and vorbis["bpm"] == [f"{spec.bpm:g}"]
+            assert vorbis["genre"] == [spec.genre] and vorbis["artist"]
+        else:
+            assert mutagen.wave.WAVE(loops_dir / spec.filename).tags is None
+
+
+def test_second_run_writes_the_same_bytes(loops_dir: Path, tmp_path: Path) -> None:
+    def digests(folder: Path) -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+    before = digests(loops_dir)
+    make_loops(loops_dir)
+    assert digests(loops_dir) == before
+    assert not [name for name in before if name.startswith(".")]  # no temporary files left

@@ -1,0 +1,75 @@
+"""Shared fixtures: temporary roots, a Dagster test instance, and small real media files."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pytest
+import soundfile as sf
+from PIL import Image
+
+from pipelines.definitions import ASSETS, resources
+from resources.storage import StorageResource
+
+
+def write_clip(path: Path, seconds: float = 4.0, bpm: float = 120.0, freq: float = 220.0) -> Path:
+    """A short stereo 44.1 kHz clip: a tone with a click on every beat."""
+    sr = 44100
+    t = np.arange(int(seconds * sr)) / sr
+    signal = 0.2 * np.sin(2 * np.pi * freq * t)
+    beat = (t % (60.0 / bpm)) < 0.01
+    signal = signal + 0.5 * beat * np.sin(2 * np.pi * 1000 * t)
+    stereo = np.stack([signal, signal * 0.9], axis=1).astype(np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, stereo, sr, subtype="PCM_16")
+    return path
+
+
+def write_image(path: Path, size=(64, 48), colour=(200, 80, 40)) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    Image.new("RGB", size, colour).save(buffer, format="PNG")
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> StorageResource:
+    for name in ("datasets", "out", "store", "models"):
+        (tmp_path / name).mkdir()
+    return StorageResource(
+        datasets_root=str(tmp_path / "datasets"),
+        out_root=str(tmp_path / "out"),
+        store_root=str(tmp_path / "store"),
+        models_root=str(tmp_path / "models"),
+    )
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+def materialize(instance, storage: StorageResource, partition: str) -> dict[str, dict]:
+    """Materialize every stage of one dataset; returns stage → metadata values."""
+    if not instance.has_dynamic_partition("datasets", partition):
+        instance.add_dynamic_partitions("datasets", [partition])
+    result = dg.materialize(
+        ASSETS, instance=instance, resources=resources(storage), partition_key=partition
+    )
+    assert result.success
+    return {
+        event.asset_key.to_user_string(): {
+            k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()
+        }
+        for event in result.get_asset_materialization_events()
+    }
+
+
+def data_version(instance, stage: str, partition: str) -> str | None:
+    record = instance.get_latest_data_version_record(dg.AssetKey(stage), partition_key=partition)
+    return record.asset_materialization.tags.get("dagster/data_version") if record else None
