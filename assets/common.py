@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
-
-import warnings
 
 import dagster as dg
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import dagster as dg
 
 from assets.common import datasets as datasets_partitions
