@@ -1,0 +1,83 @@
+"""Bad input: a clear message naming the file, the item skipped, the rest goes through."""
+
+import json
+import os
+from pathlib import Path
+
+from tests.conftest import materialize, write_clip, write_image
+from tunesmith.dataset.folders import partition_key
+
+
+def make_bad_dataset(folder: Path) -> None:
+    write_clip(folder / "good.wav")
+    (folder / "good.txt").write_text("a good loop")
+    write_image(folder / "good.png")
+    truncated = write_clip(folder / "truncated.wav").read_bytes()
+    (folder / "truncated.wav").write_bytes(truncated[: len(truncated) // 2])
+    (folder / "empty.wav").write_bytes(b"")
+    (folder / "liar.wav").write_bytes(write_image(folder / "tmp.png").read_bytes())
+    (folder / "tmp.png").unlink()
+    (folder / "notimage.png").write_text("just some text, not pixels")
+    write_clip(folder / "latin.wav", bpm=90)
+    (folder / "latin.txt").write_bytes("caf\xe9 loop".encode("latin-1"))
+    (folder / "dataset.json").write_text(
+        json.dumps({"samples": [{"audio_path": "../../outside.wav", "caption": "escape"}]})
+    )
+    os.symlink("selfloop", folder / "selfloop")
+    (folder / "sub").mkdir()
+    os.symlink("..", folder / "sub" / "up")
+
+
+def test_each_bad_item_is_skipped_with_a_message_naming_it(storage, instance):
+    folder = Path(storage.datasets_root) / "bad"
+    make_bad_dataset(folder)
+    md = materialize(instance, storage, "bad")
+    report = json.loads((Path(storage.out_root) / "bad" / "report.json").read_text())
+    skipped = {
+        stage: {s["path"]: s["reason"] for s in report["stages"][stage]["skipped"]}
+        for stage in ("manifest", "labels")
+    }
+    assert "symlink loop" in skipped["manifest"]["selfloop"]
+    assert "symlink loop" in skipped["manifest"]["sub/up"]
+    labels = skipped["labels"]
+    assert "truncated.wav" in labels["truncated.wav"]
+    assert "empty file (0 bytes)" in labels["empty.wav"]
+    assert "the extension says WAV, but the content is PNG" in labels["liar.wav"]
+    assert "notimage.png" in labels["notimage.png"]
+    assert "latin.txt: caption is not UTF-8" in labels["latin.wav"]
+    assert "outside the dataset folder" in labels["dataset.json"]
+    # the good items went through
+    assert md["labels"]["items"] == 7 and md["labels"]["skipped"] == 6
+    table = Path(storage.out_root) / "bad" / "labels.parquet"
+    import pandas as pd
+
+    assert sorted(pd.read_parquet(table)["path"]) == ["good.png", "good.wav"]
+    # the skipped items are listed in the run's metadata too
+    assert "latin.txt" in md["labels"]["skipped_items"]
+
+
+def test_nothing_is_left_half_written(storage, instance):
+    make_bad_dataset(Path(storage.datasets_root) / "bad")
+    materialize(instance, storage, "bad")
+    for root in (storage.out_root, storage.store_root):
+        assert not [p for p in Path(root).rglob(".tmp-*")]
+
+
+def test_a_bad_file_is_not_decoded_again_until_it_changes(storage, instance):
+    folder = Path(storage.datasets_root) / "bad"
+    make_bad_dataset(folder)
+    materialize(instance, storage, "bad")
+    again = materialize(instance, storage, "bad")
+    assert again["labels"]["analysed"] == 0 and again["labels"]["skipped"] == 6
+    write_clip(folder / "truncated.wav", bpm=133)  # repaired (new content)
+    repaired = materialize(instance, storage, "bad")
+    assert repaired["labels"]["analysed"] == 1 and repaired["labels"]["skipped"] == 5
+
+
+def test_a_folder_name_that_is_not_a_partition_key_still_builds(storage, instance):
+    name = "loops...v2\tfinal"
+    write_clip(Path(storage.datasets_root) / name / "a.wav")
+    key = partition_key(name)
+    md = materialize(instance, storage, key)
+    assert md["labels"]["computed"] == 1
+    assert (Path(storage.out_root) / key / "report.json").exists()
