@@ -25,7 +25,7 @@ import math
 import struct
 from pathlib import Path
 
-import essentia.standard as es
+import essentia
 import numpy as np
 
 ANALYZER_VERSION = "1"
@@ -69,6 +69,9 @@ def analyze_audio(path: Path) -> dict:
     bpm_confidence, key, scale ("major"/"minor"), key_strength, loudness_lufs.
     Raises AudioDecodeError naming the file when it is empty, truncated or undecodable.
     """
+    essentia.log.infoActive = False  # importing .standard prints an INFO line about SVMs
+    import essentia.standard as es  # slow to import: only when a file is really analysed
+
     path = Path(path)
     _check_container(path)
     try:
@@ -110,6 +113,8 @@ def _tempo(mono: np.ndarray) -> tuple[float, float]:
     On clips under ~1 s it returns bpm 0 itself; on silence it returns a bpm far above
     MAX_TEMPO with confidence 0, so anything outside [MIN_TEMPO, MAX_TEMPO] counts as none.
     """
+    import essentia.standard as es
+
     bpm, _, confidence, _, _ = es.RhythmExtractor2013(
         method="multifeature", minTempo=MIN_TEMPO, maxTempo=MAX_TEMPO
     )(mono)

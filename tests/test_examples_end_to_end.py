@@ -1,0 +1,82 @@
+"""The example datasets through every stage, the way `make demo` runs them."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import materialize
+from tunesmith.examples import make_examples
+from tunesmith.examples.loops import LOOPS
+
+
+@pytest.mark.slow
+def test_labels_recover_the_known_tempo_and_key_of_the_loops(storage, instance):
+    make_examples(Path(storage.datasets_root))
+    md = materialize(instance, storage, "loops")
+    assert md["labels"]["items"] == len(LOOPS) and md["labels"]["skipped"] == 0
+    table = pd.read_parquet(Path(storage.out_root) / "loops" / "labels.parquet")
+    found = table.set_index("path")
+    tempo_ok = key_ok = 0
+    for spec in LOOPS:
+        row = found.loc[spec.filename]
+        tempo_ok += abs(row["bpm"] - spec.bpm) <= 0.02 * spec.bpm  # octave errors fail too
+        key_ok += (row["key"], row["scale"]) == (spec.key, spec.scale)
+        print(spec.filename, spec.bpm, row["bpm"], spec.key, spec.scale, row["key"], row["scale"])
+    assert tempo_ok / len(LOOPS) >= 7 / 8
+    assert key_ok / len(LOOPS) >= 6 / 8
+
+
+@pytest.mark.slow
+def test_rings_are_labelled_from_their_captions(storage, instance):
+    make_examples(Path(storage.datasets_root))
+    md = materialize(instance, storage, "rings")
+    assert md["labels"]["items"] >= 12 and md["labels"]["skipped"] == 0
+    table = pd.read_parquet(Path(storage.out_root) / "rings" / "labels.parquet")
+    assert (table["caption_source"] == "txt").all()
+    assert table["caption"].str.contains("thick dark rings").all()
+    assert (table["width"] > 0).all() and (table["mode"] == "RGB").all()
+
+
+def cli(env, *args):
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_command_line_run_status_and_gc(tmp_path):
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "TUNESMITH_DATASETS": str(tmp_path / "examples"),
+        "TUNESMITH_OUT": str(tmp_path / "out"),
+        "TUNESMITH_STORE": str(tmp_path / "store"),
+    }
+    cli(env, "examples")
+    assert "missing" in cli(env, "status", "rings")
+    out = cli(env, "run", "rings")
+    assert "labels" in out and "report.json" in out
+    status = cli(env, "status", "rings")
+    assert "stale" not in status and status.count("fresh") == 2
+    caption = tmp_path / "examples" / "rings" / "rings_00.txt"
+    caption.write_text("rngstyle, an edited caption")
+    status = cli(env, "status", "rings")
+    assert "files in the dataset folder changed" in status and "upstream manifest" in status
+    out = cli(env, "run", "rings")
+    report = json.loads((tmp_path / "out" / "rings" / "report.json").read_text())
+    assert report["stages"]["labels"]["computed"] == 1
+    assert report["stages"]["labels"]["cached"] == 11
+    assert cli(env, "status", "rings").count("fresh") == 2
+    gc = json.loads(cli(env, "gc"))
+    assert gc["removed"] == 1  # the old label record of the edited caption
