@@ -60,7 +60,16 @@ def main(argv: list[str] | None = None) -> int:
         return _gc(args.dry_run)
     dagster_home()
     if args.command == "ui":
-        cmd = ["dagster", "dev", "-h", "127.0.0.1", "-m", "pipelines.definitions"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dagster",
+            "dev",
+            "-h",
+            "127.0.0.1",
+            "-m",
+            "pipelines.definitions",
+        ]
         os.execvp(cmd[0], cmd)
     from pipelines import operations
 
