@@ -50,16 +50,21 @@ def test_every_dit_parameter_maps_both_ways(tiny):
         assert to_diffusers(to_underfit(name)) == name
 
 
+BLOCK_D, BLOCK_U = "transformer.transformer_blocks.", "model.transformer.layers."
+SECONDS_U = "conditioners.seconds_total.embedder.embedding.1"
+
+
 @pytest.mark.parametrize(
     ("diffusers_name", "underfit_name"),
     [
-        ("transformer.transformer_blocks.3.ff.proj_in", "model.transformer.layers.3.ff.ff.0.proj"),
-        ("transformer.transformer_blocks.3.ff.proj_out.bias", "model.transformer.layers.3.ff.ff.2.bias"),
-        ("transformer.transformer_blocks.0.self_attn.to_qkv", "model.transformer.layers.0.self_attn.to_qkv"),
-        ("transformer.transformer_blocks.11.cross_attn.to_kv", "model.transformer.layers.11.cross_attn.to_kv"),
-        ("transformer.transformer_blocks.1.to_local_embed.2", "model.transformer.layers.1.to_local_embed.2"),
-        ("transformer.transformer_blocks.1.pre_norm.gamma", "model.transformer.layers.1.pre_norm.gamma"),
-        ("transformer.transformer_blocks.1.to_scale_shift_gate", "model.transformer.layers.1.to_scale_shift_gate"),
+        (f"{BLOCK_D}3.ff.proj_in", f"{BLOCK_U}3.ff.ff.0.proj"),
+        (f"{BLOCK_D}3.ff.proj_out.bias", f"{BLOCK_U}3.ff.ff.2.bias"),
+        (f"{BLOCK_D}0.self_attn.to_qkv", f"{BLOCK_U}0.self_attn.to_qkv"),
+        (f"{BLOCK_D}11.cross_attn.to_kv", f"{BLOCK_U}11.cross_attn.to_kv"),
+        (f"{BLOCK_D}1.to_local_embed.2", f"{BLOCK_U}1.to_local_embed.2"),
+        (f"{BLOCK_D}1.pre_norm.gamma", f"{BLOCK_U}1.pre_norm.gamma"),
+        (f"{BLOCK_D}1.to_scale_shift_gate", f"{BLOCK_U}1.to_scale_shift_gate"),
+        (f"{BLOCK_D}1", f"{BLOCK_U}1"),
         ("transformer.proj_in", "model.transformer.project_in"),
         ("transformer.proj_out.weight", "model.transformer.project_out.weight"),
         ("transformer.global_cond_embedder.2", "model.transformer.global_cond_embedder.2"),
@@ -69,10 +74,10 @@ def test_every_dit_parameter_maps_both_ways(tiny):
         ("transformer.to_cond_embed.2.weight", "model.to_cond_embed.2.weight"),
         ("transformer.preprocess_conv", "model.preprocess_conv"),
         ("transformer.prompt_padding_embedding", "conditioners.prompt.padding_embedding"),
-        ("duration_embedder.linear", "conditioners.seconds_total.embedder.embedding.1"),
-        ("duration_embedder.linear.weight", "conditioners.seconds_total.embedder.embedding.1.weight"),
+        ("duration_embedder.linear", SECONDS_U),
+        ("duration_embedder.linear.weight", f"{SECONDS_U}.weight"),
     ],
-)  # fmt: skip
+)
 def test_names_follow_the_reference_conversion(diffusers_name, underfit_name):
     assert to_underfit(diffusers_name) == underfit_name
     assert to_diffusers(underfit_name) == diffusers_name
@@ -84,7 +89,7 @@ def test_names_follow_the_reference_conversion(diffusers_name, underfit_name):
         "transformer.foo",
         "transformer_blocks.0.ff.proj_in",  # not qualified by its component
         "transformer.transformer_blocks.x.ff",
-        "transformer.transformer_blocks.0.ff.ff.0.proj",  # underfit's inner name on the diffusers side
+        "transformer.transformer_blocks.0.ff.ff.0.proj",  # underfit's name on the diffusers side
         "transformer.to_cond_embed.3",
         "text_encoder.encoder.layers.0.self_attn.q_proj",
         "vae.encoder.proj",

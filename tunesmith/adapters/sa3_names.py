@@ -29,9 +29,9 @@ from typing import Literal
 import torch
 from torch import nn
 
-DIT_ROOT_DIFFUSERS = "transformer."
-DIT_ROOT_UNDERFIT = "model."
-CONDITIONER_ROOT = "conditioners."
+DIT_ROOT_DIFFUSERS = "transformer."  # the pipeline component
+DIT_ROOT_UNDERFIT = "model."  # get_lora_state_dict(model.model): reference DiT keys less one model.
+CONDITIONER_ROOT = "conditioners."  # get_lora_state_dict(model.conditioner)
 
 # DiT names outside the blocks: diffusers → reference, relative to the roots.
 _DIT_TOP = {
@@ -48,7 +48,7 @@ _DIT_TOP = {
     "transformer_blocks": "transformer.layers",
 }
 # Inside one block (`transformer_blocks.{i}` ↔ `transformer.layers.{i}`). Only the SwiGLU
-# feed-forward is renamed; the reference wraps it as ff.ff = [GLU(proj), dropout, Linear].
+# feed-forward is renamed: the reference's ff.ff.0 is a GLU holding `proj`, ff.ff.2 the Linear out.
 _BLOCK = {
     name: name
     for name in (

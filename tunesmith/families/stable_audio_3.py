@@ -27,10 +27,14 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from tunesmith.store.atomic import atomic_write_json
+
+if TYPE_CHECKING:
+    from diffusers import StableAudio3Pipeline
 
 FAMILY = "stable-audio-3"
 PIPELINE_CLASS = "StableAudio3Pipeline"
@@ -120,9 +124,8 @@ def _part_problems(folder: Path, part: Part, index: dict | None) -> list[str]:
         if entry is None:
             problems.append(f"model_index.json has no {part.name!r} entry")
         elif declared not in part.classes:
-            problems.append(
-                f"model_index.json gives {part.name!r} as {entry}, expected {' or '.join(part.classes)}"
-            )
+            expected = " or ".join(part.classes)
+            problems.append(f"model_index.json gives {part.name!r} as {entry}, expected {expected}")
     sub = folder / part.name
     if not sub.is_dir():
         return [*problems, f"{part.name}/ is missing"]
@@ -152,7 +155,9 @@ def _checkpoint_error(folder: Path, problems: list[str]) -> str:
     return "\n".join(lines)
 
 
-def load_pipeline(folder: Path, dtype: torch.dtype = torch.float32, device: str = "cpu"):
+def load_pipeline(
+    folder: Path, dtype: torch.dtype = torch.float32, device: str = "cpu"
+) -> StableAudio3Pipeline:
     """Check `folder`, then load it as a `StableAudio3Pipeline` from .safetensors only, offline.
 
     Every component is cast to `dtype` (diffusers' `dtype` argument; `torch_dtype` is its
@@ -201,7 +206,9 @@ def model_fingerprint(folder: Path, cache: Path | None = None) -> str:
         and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     )
     if not files:
-        raise ValueError(f"{folder} holds no {', '.join(FINGERPRINT_SUFFIXES)} files to fingerprint")
+        raise ValueError(
+            f"{folder} holds no {', '.join(FINGERPRINT_SUFFIXES)} files to fingerprint"
+        )
     entries = _read_cache(cache)
     changed = False
     now = time.time_ns()
