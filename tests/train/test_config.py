@@ -1,0 +1,79 @@
+import pytest
+
+from tunesmith.train.config import ConfigError, load_runs, with_overrides
+
+
+def write(folder, text):
+    (folder / "tunesmith.toml").write_text(text)
+    return folder
+
+
+def test_no_toml_gives_one_default_run_for_the_media(tmp_path):
+    (audio,) = load_runs(tmp_path, "audio")
+    assert (audio.family, audio.adapter.type, audio.adapter.rank) == (
+        "stable-audio-3",
+        "dora-rows",
+        16,
+    )
+    assert audio.adapter.scale_alpha == 16.0  # alpha = rank
+    assert (audio.train.lr, audio.train.seed, audio.train.batch_size) == (1e-4, 42, 1)
+    assert audio.train.latent_crop_length == 1300 and audio.train.cfg_dropout == 0.1
+    (image,) = load_runs(tmp_path, "image")
+    assert image.family == "sdxl" and image.adapter.type == "lora"
+
+
+def test_runs_take_family_defaults_under_the_users_keys(tmp_path):
+    write(
+        tmp_path,
+        """
+[[runs]]
+name = "a"
+family = "stable-audio-3"
+base_model = "tiny"
+trigger = "lpz"
+[runs.adapter]
+type = "lora"
+rank = 4
+include = ["transformer.layers.[0-1]"]
+[runs.train]
+steps = 20
+
+[[runs]]
+name = "b"
+family = "stable-audio-3"
+""",
+    )
+    a, b = load_runs(tmp_path, "audio")
+    assert (a.adapter.type, a.adapter.rank, a.adapter.include) == (
+        "lora",
+        4,
+        ("transformer.layers.[0-1]",),
+    )
+    assert a.train.steps == 20 and a.train.lr == 1e-4 and a.trigger == "lpz"
+    assert b.adapter.type == "dora-rows" and b.base_model == "stable-audio-3"
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ('[[runs]]\nfamily = "stable-audio-3"\nrnak = 3', "unknown key\\(s\\) rnak; allowed: "),
+        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.adapter]\nrank = 0', "rank must be"),
+        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nlr = 0.0', "lr must be > 0"),
+        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nlrr = 1', "allowed: .*lr"),
+        ('[[runs]]\nfamily = "midi"', "family must be one of"),
+        ("runs = 3", "expected one or more"),
+        ("[[runs]\n", "not valid TOML"),
+    ],
+)
+def test_bad_config_names_the_file_and_what_was_expected(tmp_path, text, message):
+    write(tmp_path, text)
+    with pytest.raises(ConfigError, match=message) as error:
+        load_runs(tmp_path, "audio")
+    assert "tunesmith.toml" in str(error.value)
+
+
+def test_overrides_are_validated(tmp_path):
+    (run,) = load_runs(tmp_path, "audio")
+    assert with_overrides(run, {"train": {"steps": 7}}).train.steps == 7
+    with pytest.raises(ConfigError, match="steps must be"):
+        with_overrides(run, {"train": {"steps": 0}})

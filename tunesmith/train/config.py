@@ -1,0 +1,180 @@
+"""What to train: the `[[runs]]` of a dataset's `tunesmith.toml`, resolved to frozen configs.
+
+    [[runs]]
+    name = "loops-dora"
+    family = "stable-audio-3"
+    base_model = "tiny-stable-audio-3"     # a folder; relative paths are under the models root
+    trigger = "lpz"
+    [runs.adapter]
+    type = "dora-rows"
+    rank = 16
+    [runs.train]
+    steps = 200
+
+Every key not given takes the family's default; an unknown key is an error that lists the
+allowed ones. Without a `tunesmith.toml`, one run of the family that fits the media
+(audio → stable-audio-3, images → sdxl) with its defaults. One override path:
+tunesmith.toml → Dagster run config → command line; the resolved config is written
+beside every adapter.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+FAMILIES = ("stable-audio-3", "sdxl", "ace-step")
+ADAPTER_TYPES = ("lora", "dora-rows")
+TIMESTEP_SAMPLERS = ("uniform", "logit_normal", "trunc_logit_normal", "log_snr", "log_snr_uniform")
+
+
+class ConfigError(ValueError):
+    """A `tunesmith.toml` that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class AdapterConfig:
+    type: str = "dora-rows"  # underfit's product default (its dashboard), not its config-layer lora
+    rank: int = 16  # underfit's README default
+    alpha: float | None = None  # None: alpha = rank (underfit)
+    include: tuple[str, ...] = ()  # substrings of checkpoint-convention names; [i-j] ranges
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def scale_alpha(self) -> float:
+        return float(self.rank if self.alpha is None else self.alpha)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 1000
+    lr: float = 1e-4  # underfit's dashboard default
+    batch_size: int = 1  # underfit defaults.ini
+    seed: int = 42  # underfit
+    grad_clip: float = 0.0  # off, as underfit; the dashboard passes 1.0
+    timestep_sampler: str = "uniform"  # underfit's default
+    cfg_dropout: float = 0.1  # underfit dit.py: whole cross-attention conditioning zeroed
+    latent_crop_length: int = 1300  # underfit: sm-music/sfx ≈ 120 s
+    checkpoint_every: int = 1000  # underfit
+    eval_every: int = 100  # validation (and samples) cadence
+    holdout: int | None = None  # None: a tenth of the items, 1 to 4
+    trigger_probability: float = 0.8  # underfit prompt templates: trigger prepended 80%
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str
+    family: str
+    base_model: str
+    trigger: str = ""
+    adapter: AdapterConfig = field(default_factory=AdapterConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Family defaults, applied before the user's keys.
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "stable-audio-3": {"base_model": "stable-audio-3", "adapter": {}, "train": {}},
+    "sdxl": {"base_model": "sdxl", "adapter": {"type": "lora"}, "train": {}},
+    "ace-step": {"base_model": "ace-step", "adapter": {"type": "lora"}, "train": {}},
+}
+FAMILY_FOR_MEDIA = {"audio": "stable-audio-3", "image": "sdxl"}
+
+
+def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
+    """The runs of a dataset: its `tunesmith.toml`, or one default run for its media."""
+    path = folder / "tunesmith.toml"
+    if not path.exists():
+        family = FAMILY_FOR_MEDIA[media_kind]
+        return [resolve_run({"name": f"{family}-default", "family": family}, path, 0)]
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    _check_keys(document, {"runs"}, str(path))
+    runs = document.get("runs", [])
+    if not isinstance(runs, list) or not runs:
+        raise ConfigError(f"{path}: expected one or more [[runs]] tables")
+    resolved = [resolve_run(run, path, i) for i, run in enumerate(runs)]
+    names = [r.name for r in resolved]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{path}: run names must differ, got {names}")
+    return resolved
+
+
+def resolve_run(raw: dict[str, Any], path: Path, index: int) -> RunConfig:
+    where = f"{path} [[runs]] #{index + 1}"
+    _check_keys(raw, {f.name for f in fields(RunConfig)}, where)
+    family = raw.get("family", "")
+    if family not in FAMILIES:
+        raise ConfigError(f"{where}: family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    defaults = FAMILY_DEFAULTS[family]
+    adapter_raw = {**defaults["adapter"], **raw.get("adapter", {})}
+    train_raw = {**defaults["train"], **raw.get("train", {})}
+    _check_keys(adapter_raw, {f.name for f in fields(AdapterConfig)}, f"{where} adapter")
+    _check_keys(train_raw, {f.name for f in fields(TrainConfig)}, f"{where} train")
+    for key in ("include", "exclude"):
+        if key in adapter_raw:
+            adapter_raw[key] = tuple(adapter_raw[key])
+    run = RunConfig(
+        name=str(raw.get("name") or f"{family}-{index + 1}"),
+        family=family,
+        base_model=str(raw.get("base_model", defaults["base_model"])),
+        trigger=str(raw.get("trigger", "")),
+        adapter=AdapterConfig(**adapter_raw),
+        train=TrainConfig(**train_raw),
+    )
+    _validate(run, where)
+    return run
+
+
+def with_overrides(run: RunConfig, overrides: dict[str, Any]) -> RunConfig:
+    """Apply run-config overrides ({"train": {"steps": 10}, ...}) on top of a resolved run."""
+    adapter = replace(run.adapter, **overrides.get("adapter", {}))
+    train = replace(run.train, **overrides.get("train", {}))
+    top = {k: v for k, v in overrides.items() if k not in ("adapter", "train")}
+    updated = replace(run, adapter=adapter, train=train, **top)
+    _validate(updated, f"overrides for run {run.name!r}")
+    return updated
+
+
+def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def _validate(run: RunConfig, where: str) -> None:
+    a, t = run.adapter, run.train
+    problems = []
+    if a.type not in ADAPTER_TYPES:
+        problems.append(f"adapter.type must be one of {', '.join(ADAPTER_TYPES)}, got {a.type!r}")
+    if not isinstance(a.rank, int) or a.rank < 1:
+        problems.append(f"adapter.rank must be an integer ≥ 1, got {a.rank!r}")
+    if a.alpha is not None and a.alpha <= 0:
+        problems.append(f"adapter.alpha must be > 0, got {a.alpha!r}")
+    if not t.lr > 0:
+        problems.append(f"train.lr must be > 0, got {t.lr!r}")
+    for key in ("steps", "batch_size", "latent_crop_length", "checkpoint_every", "eval_every"):
+        value = getattr(t, key)
+        if not isinstance(value, int) or value < 1:
+            problems.append(f"train.{key} must be an integer ≥ 1, got {value!r}")
+    if t.timestep_sampler not in TIMESTEP_SAMPLERS:
+        problems.append(
+            f"train.timestep_sampler must be one of {', '.join(TIMESTEP_SAMPLERS)}, "
+            f"got {t.timestep_sampler!r}"
+        )
+    if not 0 <= t.cfg_dropout < 1:
+        problems.append(f"train.cfg_dropout must be in [0, 1), got {t.cfg_dropout!r}")
+    if t.grad_clip < 0:
+        problems.append(f"train.grad_clip must be ≥ 0 (0 = off), got {t.grad_clip!r}")
+    if t.holdout is not None and t.holdout < 0:
+        problems.append(f"train.holdout must be ≥ 0, got {t.holdout!r}")
+    if problems:
+        raise ConfigError(f"{where}: " + "; ".join(problems))
