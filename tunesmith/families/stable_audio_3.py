@@ -22,16 +22,12 @@ convert them with diffusers' `scripts/convert_stable_audio_3_to_diffusers.py` fi
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
-from tunesmith.store.atomic import atomic_write_json
+from tunesmith.families.checkpoint import Part, check_folder, model_fingerprint
 
 if TYPE_CHECKING:
     from diffusers import StableAudio3Pipeline
@@ -40,26 +36,6 @@ FAMILY = "stable-audio-3"
 PIPELINE_CLASS = "StableAudio3Pipeline"
 SAMPLE_RATE = 44100  # SAME-S/L config `sampling_rate`; the tiny model keeps it
 AUDIO_CHANNELS = 2  # stereo, as the published VAEs
-
-PICKLE_SUFFIXES = (".bin", ".pt", ".ckpt", ".pth", ".pkl")
-
-
-@dataclass(frozen=True)
-class Part:
-    """One component folder of the checkpoint and what it must hold."""
-
-    name: str  # folder name and key in model_index.json
-    classes: tuple[str, ...]  # class names model_index.json may give it
-    config: str  # file that must be in the folder
-    weights: bool  # whether the folder must hold .safetensors weights
-    any_of: tuple[str, ...] = ()  # at least one of these files must be there too
-
-    def describe(self) -> str:
-        files = [self.config, *(["*.safetensors"] if self.weights else [])]
-        if self.any_of:
-            files.append(" or ".join(self.any_of))
-        return f"{self.name}/ ({' | '.join(self.classes)}: {', '.join(files)})"
-
 
 # The components of StableAudio3Pipeline.__init__ (diffusers 0.42.1), in its order.
 REQUIRED_PARTS: tuple[Part, ...] = (
@@ -83,76 +59,7 @@ REQUIRED_PARTS: tuple[Part, ...] = (
 
 def check_checkpoint(folder: Path) -> None:
     """Raise ValueError naming every missing or refused part, or return if the folder is whole."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ValueError(_checkpoint_error(folder, [f"{folder} is not a folder"]))
-    problems: list[str] = []
-    index = _read_model_index(folder, problems)
-    for part in REQUIRED_PARTS:
-        problems.extend(_part_problems(folder, part, index))
-    if problems:
-        raise ValueError(_checkpoint_error(folder, problems))
-
-
-def _read_model_index(folder: Path, problems: list[str]) -> dict | None:
-    path = folder / "model_index.json"
-    if not path.is_file():
-        problems.append("model_index.json is missing")
-        return None
-    try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        problems.append(f"model_index.json is not valid JSON ({err})")
-        return None
-    if not isinstance(index, dict):
-        problems.append("model_index.json is not a JSON object")
-        return None
-    if index.get("_class_name") != PIPELINE_CLASS:
-        problems.append(
-            f"model_index.json describes {index.get('_class_name')!r}, not {PIPELINE_CLASS!r}"
-        )
-    return index
-
-
-def _part_problems(folder: Path, part: Part, index: dict | None) -> list[str]:
-    problems = []
-    if index is not None:
-        entry = index.get(part.name)
-        # An entry is [library, class]; the library may be "diffusers" or, for the duration
-        # embedder, the pipeline module "stable_audio_3" (what save_pretrained writes).
-        declared = entry[1] if isinstance(entry, list) and len(entry) == 2 else None
-        if entry is None:
-            problems.append(f"model_index.json has no {part.name!r} entry")
-        elif declared not in part.classes:
-            expected = " or ".join(part.classes)
-            problems.append(f"model_index.json gives {part.name!r} as {entry}, expected {expected}")
-    sub = folder / part.name
-    if not sub.is_dir():
-        return [*problems, f"{part.name}/ is missing"]
-    if not (sub / part.config).is_file():
-        problems.append(f"{part.name}/{part.config} is missing")
-    if part.any_of and not any((sub / name).is_file() for name in part.any_of):
-        problems.append(f"{part.name}/ has none of {', '.join(part.any_of)}")
-    if part.weights and not any(sub.glob("*.safetensors")):
-        pickles = sorted(p.name for p in sub.iterdir() if p.suffix in PICKLE_SUFFIXES)
-        if pickles:
-            problems.append(
-                f"{part.name}/ has only pickle weights ({', '.join(pickles)}), which tunesmith "
-                "refuses to load: convert them to .safetensors"
-            )
-        else:
-            problems.append(f"{part.name}/ has no .safetensors weights")
-    return problems
-
-
-def _checkpoint_error(folder: Path, problems: list[str]) -> str:
-    lines = [f"{folder} is not a usable Stable Audio 3 checkpoint:"]
-    lines += [f"  - {p}" for p in problems]
-    lines.append(
-        f"A Stable Audio 3 checkpoint is a diffusers {PIPELINE_CLASS} folder: model_index.json "
-        "and " + "; ".join(part.describe() for part in REQUIRED_PARTS) + "."
-    )
-    return "\n".join(lines)
+    check_folder(Path(folder), PIPELINE_CLASS, REQUIRED_PARTS, "Stable Audio 3")
 
 
 def load_pipeline(
@@ -173,86 +80,4 @@ def load_pipeline(
     return pipe.to(device)
 
 
-# ---------------------------------------------------------------------------------------------
-# Fingerprint: what a cache key says about the model (DESIGN.md, "Content-hash caching" 1).
-
-# Weights, and the JSON and tokenizer files beside them: a changed config (the VAE's
-# sliding_window, the scheduler's shift) or vocabulary changes outputs as a weight does.
-FINGERPRINT_SUFFIXES = (".safetensors", ".json", ".model")
-# A file modified this recently may be modified again within the file system's timestamp
-# granularity with the same size, so its hash is not cached ("racily clean", as git says).
-RACY_WINDOW_NS = 2_000_000_000
-_CHUNK = 1 << 20
-
-
-def model_fingerprint(folder: Path, cache: Path | None = None) -> str:
-    """sha256 over (relative path, sha256 of content) of every fingerprinted file under `folder`.
-
-    Fingerprinted: `*.safetensors`, `*.json`, `*.model`, at any depth; names starting with "."
-    (tunesmith's markers, temporary files) are skipped. Pickle weights are never loaded, so
-    they are not part of it. Works on a whole checkpoint or on one component (`folder / "vae"`).
-
-    `cache`, if given, is a JSON file (written atomically, created if missing) mapping each
-    file's absolute path to (size, mtime_ns, sha256); a file whose size and mtime_ns match is
-    not read again. Touching a file only costs one re-read; the fingerprint stays the same.
-    Keep the cache outside the model folder (tunesmith never writes into a user's folders).
-    """
-    folder = Path(folder).resolve()
-    files = sorted(
-        p
-        for p in folder.rglob("*")
-        if p.is_file()
-        and p.suffix in FINGERPRINT_SUFFIXES
-        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-    )
-    if not files:
-        raise ValueError(
-            f"{folder} holds no {', '.join(FINGERPRINT_SUFFIXES)} files to fingerprint"
-        )
-    entries = _read_cache(cache)
-    changed = False
-    now = time.time_ns()
-    digest = hashlib.sha256()
-    for path in files:
-        stat = path.stat()
-        key = str(path)
-        hit = entries.get(key)
-        if (
-            isinstance(hit, dict)
-            and isinstance(hit.get("sha256"), str)
-            and hit.get("size") == stat.st_size
-            and hit.get("mtime_ns") == stat.st_mtime_ns
-        ):
-            file_hash = hit["sha256"]
-        else:
-            file_hash = _sha256_file(path)
-            if now - stat.st_mtime_ns > RACY_WINDOW_NS:
-                entries[key] = {
-                    "size": stat.st_size,
-                    "mtime_ns": stat.st_mtime_ns,
-                    "sha256": file_hash,
-                }
-                changed = True
-        # Relative path, NUL, hash, newline: unambiguous, and independent of where the folder is.
-        digest.update(f"{path.relative_to(folder).as_posix()}\0{file_hash}\n".encode())
-    if cache is not None and changed:
-        atomic_write_json(Path(cache), entries)
-    return digest.hexdigest()
-
-
-def _read_cache(cache: Path | None) -> dict[str, dict]:
-    if cache is None or not Path(cache).is_file():
-        return {}
-    try:
-        entries = json.loads(Path(cache).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return {}  # a damaged cache only costs re-hashing; it never changes a fingerprint
-    return entries if isinstance(entries, dict) else {}
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+__all__ = ["REQUIRED_PARTS", "check_checkpoint", "load_pipeline", "model_fingerprint"]
