@@ -73,3 +73,21 @@ def materialize(instance, storage: StorageResource, partition: str) -> dict[str,
 def data_version(instance, stage: str, partition: str) -> str | None:
     record = instance.get_latest_data_version_record(dg.AssetKey(stage), partition_key=partition)
     return record.asset_materialization.tags.get("dagster/data_version") if record else None
+
+
+@pytest.fixture(scope="session")
+def tiny_sa3(tmp_path_factory) -> Path:
+    """The tiny Stable Audio 3 checkpoint folder, made once per test session."""
+    from tunesmith.examples.tiny_models import make_tiny_stable_audio_3
+
+    return make_tiny_stable_audio_3(tmp_path_factory.mktemp("models") / "tiny-sa3", seed=0)
+
+
+@pytest.fixture(scope="session")
+def pipe(tiny_sa3: Path):
+    """The tiny Stable Audio 3 loaded through the code a user's checkpoint takes."""
+    from tunesmith.families.stable_audio_3 import load_pipeline
+
+    pipe = load_pipeline(tiny_sa3)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe

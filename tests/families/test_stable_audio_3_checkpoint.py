@@ -36,18 +36,6 @@ PROMPT = "Genre: techno, BPM: 120"
 HOUR_NS = 3600 * 10**9
 
 
-@pytest.fixture(scope="session")
-def tiny_sa3(tmp_path_factory) -> Path:
-    return make_tiny_stable_audio_3(tmp_path_factory.mktemp("models") / "tiny-sa3", seed=0)
-
-
-@pytest.fixture(scope="session")
-def pipe(tiny_sa3: Path) -> StableAudio3Pipeline:
-    pipe = load_pipeline(tiny_sa3)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
-
-
 def generate(pipe: StableAudio3Pipeline, seed: int, duration: float = 2.0) -> torch.Tensor:
     generator = torch.Generator("cpu").manual_seed(seed)
     return pipe(PROMPT, duration=duration, num_inference_steps=4, generator=generator).audios

@@ -81,3 +81,61 @@ def load_pipeline(
 
 
 __all__ = ["REQUIRED_PARTS", "check_checkpoint", "load_pipeline", "model_fingerprint"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Encode: audio → latents, prompts → cross-attention conditioning.
+
+CHUNK_SECONDS = 30.0  # underfit encodes files above 30 s in chunks (`chunked=True`)
+CHUNK_OVERLAP = 32  # latent frames of context on each side of a chunk, dropped after
+
+
+@torch.no_grad()
+def encode_audio(vae, samples: torch.Tensor) -> torch.Tensor:
+    """Latents [D, T] (float32, unscaled) of stereo audio [2, N], N a multiple of the ratio.
+
+    `AutoencoderSAME.encode` applies its soft-norm bottleneck and samples nothing, so its
+    `.latents` are underfit's "unscaled" latents (the pretransform scale is 1.0). Above 30 s
+    the audio is encoded in chunks with 32 frames of context on each side (its attention is
+    a sliding window, so a chunk's centre sees what the whole file would show it).
+    """
+    ratio = vae.downsampling_ratio
+    frames = samples.shape[-1] // ratio
+    chunk = max(1, int(CHUNK_SECONDS * vae.config.sampling_rate) // ratio)
+    x = samples.to(device=vae.device, dtype=vae.dtype)[None]
+    if frames <= chunk:
+        return vae.encode(x).latents[0].float().cpu()
+    pieces = []
+    for start in range(0, frames, chunk):
+        end = min(start + chunk, frames)
+        lo, hi = max(0, start - CHUNK_OVERLAP), min(frames, end + CHUNK_OVERLAP)
+        latents = vae.encode(x[..., lo * ratio : hi * ratio]).latents[0]
+        pieces.append(latents[:, start - lo : end - lo])
+    return torch.cat(pieces, dim=-1).float().cpu()
+
+
+@torch.no_grad()
+def encode_prompts(pipe, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """T5Gemma hidden states [B, L, C] and their mask [B, L], as the pipeline makes them."""
+    embeds, mask = pipe.encode_prompt(prompts, pipe.text_encoder.device, 1)
+    return embeds, mask
+
+
+def conditioning(
+    pipe, embeds: torch.Tensor, mask: torch.Tensor, seconds_total: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(context [B, L+1, C], context mask, global [B, C]) for the DiT, as the pipeline builds
+    them: the duration embedding is the global conditioning and one more context token."""
+    global_states = pipe.duration_embedder(seconds_total.to(torch.float32))
+    context, context_mask = pipe.prepare_cross_attention(embeds, mask, global_states)
+    return context, context_mask, global_states
+
+
+def encoder_details(vae) -> dict:
+    """underfit's `details.json`: what a reader of the latents needs to know."""
+    return {
+        "sample_rate": int(vae.config.sampling_rate),
+        "downsampling_ratio": int(vae.downsampling_ratio),
+        "latent_dim": int(vae.config.latent_dim),
+        "scale": 1.0,  # latents are stored unscaled; the SA3 pretransform scale is 1.0
+    }
