@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tunesmith.families.checkpoint import Part, check_folder, model_fingerprint
+from tunesmith.families.checkpoint import Part, check_folder
 
 if TYPE_CHECKING:
     from diffusers import StableAudio3Pipeline
@@ -78,9 +78,6 @@ def load_pipeline(
         folder, dtype=dtype, use_safetensors=True, local_files_only=True
     )
     return pipe.to(device)
-
-
-__all__ = ["REQUIRED_PARTS", "check_checkpoint", "load_pipeline", "model_fingerprint"]
 
 
 # ---------------------------------------------------------------------------------------------
