@@ -82,9 +82,9 @@ def _examples(to: Path | None) -> int:
     from tunesmith.config import Roots
     from tunesmith.examples import make_examples
 
-    root = (to or Roots.from_env().datasets).absolute()
-    for name, folder in make_examples(root).items():
-        print(f"example dataset {name}: {folder}")
+    roots = Roots.from_env()
+    for name, folder in make_examples((to or roots.datasets).absolute(), roots.models).items():
+        print(f"example {name}: {folder}")
     return 0
 
 

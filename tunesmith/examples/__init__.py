@@ -1,16 +1,50 @@
-"""Example datasets made by code (nothing downloaded): `loops` (audio) and `rings` (images)."""
+"""Example datasets and tiny models, made by code (nothing downloaded).
+
+`loops` (audio at known tempi and keys) trains a Stable Audio 3 adapter on the tiny
+Stable Audio 3 in `<models>/tiny-stable-audio-3`; `rings` (drawn images) is for SDXL.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+TINY_SA3 = "tiny-stable-audio-3"
 
-def make_examples(root: Path) -> dict[str, Path]:
-    """Write every example dataset under `root`; returns name → folder."""
+# The loops' run: the tiny model, a trigger word, and a run short enough for a CPU.
+LOOPS_TOML = f"""\
+# Written by `tunesmith examples`. Every key not given takes the family's default.
+[[runs]]
+name = "loops-dora"
+family = "stable-audio-3"
+base_model = "{TINY_SA3}"
+trigger = "lpzloop"
+
+[runs.adapter]
+type = "dora-rows"
+rank = 16
+
+[runs.train]
+steps = 200
+lr = 1e-3
+eval_every = 50
+checkpoint_every = 100
+latent_crop_length = 256
+"""
+
+
+def make_examples(datasets_root: Path, models_root: Path | None = None) -> dict[str, Path]:
+    """Write every example dataset under `datasets_root` (and the tiny models under
+    `models_root`, when given); returns name → folder."""
     from tunesmith.examples.loops import make_loops
     from tunesmith.examples.rings import make_rings
+    from tunesmith.store.atomic import atomic_write_text
 
-    folders = {"loops": root / "loops", "rings": root / "rings"}
+    folders = {"loops": datasets_root / "loops", "rings": datasets_root / "rings"}
     make_loops(folders["loops"])
+    atomic_write_text(folders["loops"] / "tunesmith.toml", LOOPS_TOML)
     make_rings(folders["rings"])
+    if models_root is not None:
+        from tunesmith.examples.tiny_models import make_tiny_stable_audio_3
+
+        folders[TINY_SA3] = make_tiny_stable_audio_3(models_root / TINY_SA3)
     return folders

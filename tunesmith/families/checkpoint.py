@@ -10,6 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,3 +201,17 @@ def _sha256_file(path: Path) -> str:
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Load without diffusers'/transformers' progress bars and known deprecation noise."""
+    from diffusers.utils import logging as diffusers_logging
+    from transformers.utils import logging as transformers_logging
+
+    diffusers_logging.disable_progress_bar()
+    transformers_logging.disable_progress_bar()
+    with warnings.catch_warnings():
+        # AutoencoderSAME still builds its convolutions with the old weight_norm.
+        warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
+        yield

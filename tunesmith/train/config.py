@@ -178,3 +178,14 @@ def _validate(run: RunConfig, where: str) -> None:
         problems.append(f"train.holdout must be ≥ 0, got {t.holdout!r}")
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))
+
+
+def base_model_folder(run: RunConfig, models_root: Path) -> Path:
+    """The run's base model folder: absolute as given, else under the models root."""
+    path = Path(run.base_model).expanduser()
+    return path if path.is_absolute() else models_root / path
+
+
+def media_kind(kinds: list[str]) -> str:
+    """What a dataset holds, for the default family: audio if any item is audio."""
+    return "audio" if "audio" in kinds else "image"

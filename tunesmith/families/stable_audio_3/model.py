@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tunesmith.families.checkpoint import Part, check_folder
+from tunesmith.families.checkpoint import Part, check_folder, quiet_loading
 
 if TYPE_CHECKING:
     from diffusers import StableAudio3Pipeline
@@ -74,9 +74,11 @@ def load_pipeline(
 
     folder = Path(folder)
     check_checkpoint(folder)
-    pipe = StableAudio3Pipeline.from_pretrained(
-        folder, dtype=dtype, use_safetensors=True, local_files_only=True
-    )
+    with quiet_loading():
+        pipe = StableAudio3Pipeline.from_pretrained(
+            folder, dtype=dtype, use_safetensors=True, local_files_only=True
+        )
+    pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)
 
 

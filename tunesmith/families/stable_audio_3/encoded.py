@@ -1,0 +1,214 @@
+"""Stage `encoded` for Stable Audio 3: underfit's pre-encoded layout, so underfit could train on it.
+
+Per base model, under `<out>/<dataset>/encoded/<model>/` (shared/reference/
+underfit-sa3-conventions.md, section 7):
+
+    <stem>.npy     latents [D, T], float32, unscaled
+    <stem>.json    seconds_total (the file's duration, 3 dp), seconds_start 0, audio_samples,
+                   latent_shape, padding_mask (latent rate, 1 = audio), and every tag
+    details.json   sample_rate, downsampling_ratio, latent_dim, scale
+
+The latents of a file are cached in the store under its content hash, the VAE's
+fingerprint, the encoding parameters and the placement; the `.json` beside them is rebuilt
+from the labels each time (cheap), so editing a caption re-encodes no audio. The T5Gemma
+output of each item's prompt is cached per distinct text under the text encoder's
+fingerprint. The model is loaded only when something is missing from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from safetensors.torch import load_file, save_file
+
+from tunesmith.backends.placement import Placement
+from tunesmith.families.checkpoint import model_fingerprint
+from tunesmith.families.stable_audio_3 import model
+from tunesmith.media import audio as media_audio
+from tunesmith.media.sniff import MediaError
+from tunesmith.report import Skipped, StageResult
+from tunesmith.store import Store, canonical_json, content_key
+from tunesmith.store.atomic import atomic_write_json, atomic_write_text
+from tunesmith.train.prompts import full_prompt, prompt_tags
+
+STAGE_VERSION = 1
+PARAMS = {
+    "sample_rate": model.SAMPLE_RATE,
+    "max_seconds": media_audio.MAX_SECONDS,
+    "chunk_seconds": model.CHUNK_SECONDS,
+    "chunk_overlap": model.CHUNK_OVERLAP,
+    "resampler": "sinc_interp_hann/6/0.99",
+}
+COLUMNS = ["model", "path", "latents", "sidecar", "frames", "seconds_total", "prompt", "pieces"]
+
+
+@dataclass
+class Encoded:
+    frame: pd.DataFrame  # one row per encoded item and base model (COLUMNS)
+    result: StageResult
+    keys: list[str]  # store entries used (gc roots)
+
+
+class _Lazy:
+    """The pipeline, loaded on first use only: a no-change run never loads a model."""
+
+    def __init__(self, folder: Path, placement: Placement) -> None:
+        self.folder, self.placement, self._pipe = folder, placement, None
+
+    def __call__(self):
+        if self._pipe is None:
+            # The encoder runs in float32 whatever the placement's dtype (underfit encodes fp32).
+            self._pipe = model.load_pipeline(self.folder, torch.float32, self.placement.device)
+        return self._pipe
+
+
+def build_encoded(
+    folder: Path,
+    labels: pd.DataFrame,
+    base_models: dict[str, Path],
+    out: Path,
+    store: Store,
+    placement: Placement,
+    fingerprint_cache: Path,
+) -> Encoded:
+    """Encode the audio items of `labels` for every base model in `base_models` (name → folder)."""
+    start = time.perf_counter()
+    items = labels[labels["kind"] == "audio"].to_dict("records")
+    rows, keys, skipped, warnings = [], [], [], []
+    cached = computed = 0
+    for name, checkpoint in base_models.items():
+        try:
+            model.check_checkpoint(checkpoint)
+        except ValueError as exc:
+            skipped += [Skipped(item["path"], str(exc)) for item in items]
+            continue
+        vae_fp = model_fingerprint(checkpoint / "vae", fingerprint_cache)
+        text_fp = content_key(
+            encoder=model_fingerprint(checkpoint / "text_encoder", fingerprint_cache),
+            tokenizer=model_fingerprint(checkpoint / "tokenizer", fingerprint_cache),
+        )
+        pipe = _Lazy(checkpoint, placement)
+        target = out / "encoded" / f"{name}-{vae_fp[:8]}"
+        for item in items:
+            key = content_key(
+                stage="encoded",
+                family=model.FAMILY,
+                version=STAGE_VERSION,
+                content=item["sha256"],
+                vae=vae_fp,
+                params=PARAMS,
+                placement=placement.as_dict(),
+            )
+            try:
+                if store.has(key):
+                    cached += 1
+                else:
+                    _encode_item(folder / item["path"], item["path"], pipe, store, key)
+                    computed += 1
+            except MediaError as exc:
+                skipped.append(Skipped(item["path"], str(exc)))
+                continue
+            pieces = prompt_tags(item["caption"], item["caption_source"], json.loads(item["tags"]))
+            prompt = full_prompt(pieces)
+            keys += [key, cache_prompt(pipe, store, text_fp, prompt)]
+            row, item_warnings = _publish(target, item, store.path(key), prompt, pieces, name)
+            rows.append(row)
+            warnings += item_warnings
+        if any(r["model"] == name for r in rows):
+            details = content_key(stage="encoded-details", version=STAGE_VERSION, vae=vae_fp)
+            if not store.has(details):
+                store.write_json(details, model.encoder_details(pipe().vae))
+            atomic_write_json(target / "details.json", store.read_json(details))
+            keys.append(details)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    sidecars = [Path(p).read_bytes().decode() for p in frame["sidecar"]]
+    result = StageResult(
+        stage="encoded",
+        data_version=content_key(stage="encoded", keys=keys, sidecars=sidecars),
+        items=len(items) * len(base_models),
+        cached=cached,
+        computed=computed,
+        skipped=skipped,
+        seconds=time.perf_counter() - start,
+        extra={"warnings": "; ".join(warnings)} if warnings else {},
+    )
+    return Encoded(frame, result, keys)
+
+
+def _encode_item(path: Path, label: str, pipe: _Lazy, store: Store, key: str) -> None:
+    vae = pipe().vae
+    audio = media_audio.for_model(path, model.SAMPLE_RATE, vae.downsampling_ratio, label)
+    latents = model.encode_audio(vae, audio.samples)
+    frames = latents.shape[-1]
+    meta = {
+        "seconds_total": round(min(audio.source_seconds, media_audio.MAX_SECONDS), 3),
+        "seconds_start": 0,
+        "audio_samples": int(audio.samples.shape[-1]),
+        "latent_shape": list(latents.shape),
+        "padding_mask": [1] * frames,  # whole files: every frame is audio
+        "warnings": list(audio.warnings),
+    }
+    with store.writing(key) as tmp:
+        np.save(tmp / "latents.npy", latents.numpy().astype(np.float32))
+        (tmp / "value.json").write_text(canonical_json(meta), encoding="utf-8")
+
+
+def cache_prompt(pipe, store: Store, text_fp: str, prompt: str) -> str:
+    """The store key of `prompt`'s T5Gemma output, computing it if the store lacks it."""
+    key = content_key(stage="text", family=model.FAMILY, encoder=text_fp, prompt=prompt)
+    if not store.has(key):
+        embeds, mask = model.encode_prompts(pipe(), [prompt])
+        with store.writing(key) as tmp:
+            tensors = {"embeds": embeds[0].float().cpu(), "mask": mask[0].cpu()}
+            save_file({k: v.contiguous() for k, v in tensors.items()}, tmp / "text.safetensors")
+    return key
+
+
+def load_prompt(store: Store, key: str) -> tuple[torch.Tensor, torch.Tensor]:
+    tensors = load_file(store.path(key) / "text.safetensors")
+    return tensors["embeds"], tensors["mask"]
+
+
+def _publish(target: Path, item: dict, entry: Path, prompt: str, pieces: list[str], name: str):
+    """Link the cached latents into the output view and write the sidecar with every tag."""
+    stem = target / Path(item["path"]).with_suffix("")
+    latents, sidecar = stem.with_suffix(".npy"), stem.with_suffix(".json")
+    _link(entry / "latents.npy", latents)
+    meta = json.loads((entry / "value.json").read_text(encoding="utf-8"))
+    warnings = meta.pop("warnings", [])
+    tags = {**json.loads(item["tags"]), "prompt": item["caption"]}
+    text = json.dumps({**meta, **tags}, ensure_ascii=False) + "\n"
+    if not sidecar.exists() or sidecar.read_text(encoding="utf-8") != text:
+        atomic_write_text(sidecar, text)
+    row = {
+        "model": name,
+        "path": item["path"],
+        "latents": str(latents),
+        "sidecar": str(sidecar),
+        "frames": meta["latent_shape"][-1],
+        "seconds_total": meta["seconds_total"],
+        "prompt": prompt,
+        "pieces": json.dumps(pieces, ensure_ascii=False),
+    }
+    return row, warnings
+
+
+def _link(source: Path, destination: Path) -> None:
+    """Hard-link a store file into the output view (a copy where links are not possible)."""
+    if destination.exists() and os.path.samefile(source, destination):
+        return
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    tmp = destination.with_name(f".tmp-{destination.name}")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        tmp.write_bytes(source.read_bytes())
+    os.replace(tmp, destination)
