@@ -35,7 +35,7 @@ def encoded(
         runs = load_runs(folder, media_kind(list(labels["kind"])))
     except ConfigError as exc:
         raise dg.Failure(str(exc)) from exc
-    models = {r.base_model: base_model_folder(r, roots.models) for r in runs if r.family == SA3}
+    models = sorted({base_model_folder(r, roots.models) for r in runs if r.family == SA3})
     placement = compute.placement("encoded", SA3, {"torch"})
     result = sa3.build_encoded(
         folder, labels, models, storage.dataset_out(key), store, placement,

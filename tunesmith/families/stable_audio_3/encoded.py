@@ -72,18 +72,19 @@ class _Lazy:
 def build_encoded(
     folder: Path,
     labels: pd.DataFrame,
-    base_models: dict[str, Path],
+    base_models: list[Path],
     out: Path,
     store: Store,
     placement: Placement,
     fingerprint_cache: Path,
 ) -> Encoded:
-    """Encode the audio items of `labels` for every base model in `base_models` (name → folder)."""
+    """Encode the audio items of `labels` for every base model folder in `base_models`."""
     start = time.perf_counter()
     items = labels[labels["kind"] == "audio"].to_dict("records")
     rows, keys, skipped, warnings = [], [], [], []
     cached = computed = 0
-    for name, checkpoint in base_models.items():
+    for checkpoint in base_models:
+        name = checkpoint.name
         try:
             model.check_checkpoint(checkpoint)
         except ValueError as exc:
