@@ -12,6 +12,8 @@ from tunesmith.report import StageResult, write_stage
 
 # Output(data_version=...) is marked beta in 1.13; it is the documented way to report one.
 warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*data_version.*")
+# Dagster's own Pipes client calls a preview function of itself.
+warnings.filterwarnings("ignore", category=dg.PreviewWarning, message=".*expected_writer_count.*")
 
 datasets = dg.DynamicPartitionsDefinition(name="datasets")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.adapters import adapters
 from assets.encoded import encoded
 from assets.labels import labels
 from assets.manifest import manifest
@@ -14,7 +15,7 @@ from pipelines.sensors import dataset_folder_sensor
 from resources.compute import ComputeResource
 from resources.storage import ParquetIOManager, StorageResource
 
-ASSETS = [manifest, labels, encoded]
+ASSETS = [manifest, labels, encoded, adapters]
 
 
 def resources(storage: StorageResource | None = None) -> dict[str, object]:

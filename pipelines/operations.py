@@ -67,6 +67,11 @@ def _summary(key: str) -> None:
         )
         for s in skipped:
             print(f"      skipped {s['path']}: {s['reason']}")
+        for run in entry.get("runs", []):
+            print(
+                f"      run {run['run']}: validation loss {run['base_loss']:.4f} (base) → "
+                f"{run['best_loss']:.4f} (best, step {run['best_step']}); {run['best_path']}"
+            )
     print(f"  report: {out / 'report.json'}")
 
 

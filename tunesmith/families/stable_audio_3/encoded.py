@@ -46,7 +46,9 @@ PARAMS = {
     "chunk_overlap": model.CHUNK_OVERLAP,
     "resampler": "sinc_interp_hann/6/0.99",
 }
-COLUMNS = ["model", "path", "latents", "sidecar", "frames", "seconds_total", "prompt", "pieces"]
+COLUMNS = [
+    "model", "path", "entry", "latents", "sidecar", "frames", "seconds_total", "prompt", "pieces",
+]  # fmt: skip
 
 
 @dataclass
@@ -191,6 +193,7 @@ def _publish(target: Path, item: dict, entry: Path, prompt: str, pieces: list[st
     row = {
         "model": name,
         "path": item["path"],
+        "entry": entry.name,  # the store key of the latents
         "latents": str(latents),
         "sidecar": str(sidecar),
         "frames": meta["latent_shape"][-1],

@@ -1,0 +1,156 @@
+"""Asset `adapters`: one trained adapter per run, each trained in its own process (Pipes)."""
+
+import json
+import sys
+import time
+from dataclasses import asdict
+
+import dagster as dg
+import pandas as pd
+
+from assets.common import ON_NEW_DATA, datasets, stage_output
+from resources.compute import GPU_POOL, ComputeResource
+from resources.storage import StorageResource
+from tunesmith.adapters.underfit_format import AdapterFileError, validate_file
+from tunesmith.report import Skipped, StageResult, read_report
+from tunesmith.store import content_key
+from tunesmith.train import stage as engine
+from tunesmith.train.config import ConfigError, base_model_folder, load_runs, media_kind
+
+TRAINABLE = {"stable-audio-3": {"torch"}}  # family → backends with a trainer
+COLUMNS = ["run", "family", "placement", "steps", "steps_per_second", "base_loss",
+           "best_loss", "best_step", "best_path", "last_path", "run_dir"]  # fmt: skip
+
+
+@dg.asset(
+    partitions_def=datasets,
+    code_version=f"adapters-{engine.STAGE_VERSION}",
+    io_manager_key="parquet_io",
+    group_name="tunesmith",
+    automation_condition=ON_NEW_DATA,
+    pool=GPU_POOL,
+    check_specs=[dg.AssetCheckSpec("underfit_contract", asset="adapters")],
+    description="One adapter per [[runs]] entry of tunesmith.toml: underfit's conventions, a "
+    "validation loss on held-out items, the best and the last checkpoints.",
+)
+def adapters(
+    context: dg.AssetExecutionContext,
+    storage: StorageResource,
+    compute: ComputeResource,
+    encoded: pd.DataFrame,
+):
+    start = time.perf_counter()
+    key = context.partition_key
+    folder, roots, out = storage.dataset_folder(key), storage.roots(), storage.dataset_out(key)
+    try:
+        runs = load_runs(folder, media_kind(["audio"] if len(encoded) else ["image"]))
+    except ConfigError as exc:
+        raise dg.Failure(str(exc)) from exc
+    manifest_version = (
+        read_report(out).get("stages", {}).get("manifest", {}).get("data_version", "")
+    )
+    rows, skipped, keys = [], [], []
+    cached = computed = 0
+    for run in runs:
+        if run.family not in TRAINABLE:
+            skipped.append(
+                Skipped(f"run {run.name}", f"the {run.family} family has no trainer yet")
+            )
+            continue
+        placement = compute.placement("adapters", run.family, TRAINABLE[run.family])
+        checkpoint = base_model_folder(run, roots.models)
+        try:
+            plan = engine.plan(
+                run, checkpoint, encoded, out, placement, roots.store / "fingerprints.json"
+            )
+        except ValueError as exc:
+            skipped.append(Skipped(f"run {run.name}", str(exc)))
+            continue
+        keys.append(plan.key)
+        if plan.cached():
+            cached += 1
+            context.log.info(f"{run.name}: cached ({plan.result_path})")
+        else:
+            _train(context, plan, placement, manifest_version, folder)
+            computed += 1
+        result = engine.read_result(plan)
+        rows.append({**{k: result[k] for k in COLUMNS if k in result},
+                     "run": run.name, "run_dir": str(plan.run_dir), "history": result["history"],
+                     "validation_note": result["validation_note"]})  # fmt: skip
+    frame = pd.DataFrame(rows, columns=[*COLUMNS, "history", "validation_note"])
+    result = StageResult(
+        stage="adapters",
+        data_version=content_key(stage="adapters", keys=keys, rows=frame[COLUMNS].to_json()),
+        items=len(runs),
+        cached=cached,
+        computed=computed,
+        skipped=skipped,
+        seconds=time.perf_counter() - start,
+        extra={"runs": rows},
+    )
+    table = frame.drop(columns=["history"]).assign(history=frame["history"].map(json.dumps))
+    yield stage_output(table, result, out, **_metadata(rows))
+    yield _check(rows)
+
+
+def _train(context, plan: engine.RunPlan, placement, manifest_version: str, folder) -> None:
+    """Train one run in a child process; its log streams into this run."""
+    extras = {
+        "run": _raw_run(plan.run),
+        "config_source": str(folder / "tunesmith.toml"),
+        "checkpoint": str(plan.checkpoint),
+        "items": json.loads(plan.items.to_json(orient="records")),
+        "run_dir": str(plan.run_dir),
+        "result_path": str(plan.result_path),
+        "placement": placement.as_dict(),
+        "metadata": plan.metadata(manifest_version),
+    }
+    dg.PipesSubprocessClient().run(
+        command=[sys.executable, "-m", "pipelines.train_child"], context=context, extras=extras
+    )
+
+
+def _raw_run(run) -> dict:
+    raw = asdict(run)
+    raw["adapter"] = {
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in raw["adapter"].items()
+    }
+    return raw
+
+
+def _metadata(rows: list[dict]) -> dict:
+    if not rows:
+        return {}
+    table = "\n".join(
+        f"| {r['run']} | {r['base_loss']:.5f} | {r['best_loss']:.5f} | {r['best_step']} "
+        f"| {r['steps']} | {r['steps_per_second']:.2f} |"
+        for r in rows
+    )
+    header = (
+        "| run | base loss | best loss | best step | steps | steps/s |\n|---|---|---|---|---|---|\n"
+    )
+    first = rows[0]
+    return {
+        "validation": dg.MetadataValue.md(header + table),
+        "best_loss": float(first["best_loss"]),
+        "base_loss": float(first["base_loss"]),
+        "best_adapter": dg.MetadataValue.path(first["best_path"]),
+        "placement": first.get("placement", ""),
+    }
+
+
+def _check(rows: list[dict]) -> dg.AssetCheckResult:
+    """underfit's validation contract on every adapter file this stage points to."""
+    problems, checked = [], 0
+    for row in rows:
+        for path in (row["best_path"], row["last_path"]):
+            checked += 1
+            try:
+                validate_file(path)
+            except AdapterFileError as exc:
+                problems.append(str(exc))
+    return dg.AssetCheckResult(
+        check_name="underfit_contract",
+        passed=not problems,
+        metadata={"files": checked, "problems": "\n".join(problems) or "none"},
+    )

@@ -1,0 +1,57 @@
+"""The training process: `python -m pipelines.train_child`, launched by the `adapters` asset
+through Dagster Pipes. Its log lines stream into the Dagster run; a crash or an
+out-of-memory kill fails the asset's step, not the orchestrator. It needs only the small
+`dagster-pipes` package, so the same entry point runs on a separate training machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from dagster_pipes import open_dagster_pipes
+
+from tunesmith.backends.placement import Placement
+from tunesmith.store.atomic import atomic_write_json
+from tunesmith.train.config import resolve_run
+
+
+def main() -> None:
+    with open_dagster_pipes() as pipes:
+        extras = pipes.extras
+        run = resolve_run(extras["run"], Path(extras["config_source"]), 0)
+        placement = Placement(**extras["placement"], reason="chosen by the asset")
+        items = pd.DataFrame(extras["items"])
+        train_run = _trainer(run.family)
+        run_dir = Path(extras["run_dir"])
+        run_dir.mkdir(parents=True, exist_ok=True)
+        # underfit's progress bar goes to train.log; validation lines go to the Dagster run.
+        with open(run_dir / "train.log", "a", encoding="utf-8") as progress:
+            result = train_run(
+                run,
+                Path(extras["checkpoint"]),
+                items,
+                run_dir,
+                placement,
+                extras["metadata"],
+                log=pipes.log.info,
+                progress=progress,
+            )
+        document = {**result.as_dict(), "placement": str(placement), "family": run.family}
+        atomic_write_json(Path(extras["result_path"]), document)
+        pipes.log.info(
+            f"{run.name}: done, best validation loss {result.best_loss:.6f} at step "
+            f"{result.best_step} (base {result.base_loss:.6f})"
+        )
+
+
+def _trainer(family: str):
+    if family == "stable-audio-3":
+        from tunesmith.families.stable_audio_3.train import train_run
+
+        return train_run
+    raise ValueError(f"the {family} family has no trainer yet")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Training Stable Audio 3 adapters the way underfit does, on the diffusers model.
+
+One step (shared/reference/underfit-sa3-conventions.md, sections 3–5 and 9):
+
+    x0 = latents / scale (scale 1.0)         t ~ sampler, then the model's `full` shift
+    x_t = x0·(1 − t) + ε·t                   target = ε − x0            (rectified flow)
+    pred = DiT(x_t, t, context, global, local_add_cond = [ones | zeros])
+    loss = mean over valid frames × channels per sample, then over the batch
+
+`context` is T5Gemma's output for the prompt plus the duration token, padded tokens
+replaced by the learned padding embedding and attended to (underfit attends over every
+token). CFG dropout (p 0.1) zeroes a sample's whole context (and marks every token valid,
+or the padding embedding would come back) and keeps the global conditioning.
+`local_add_cond` is the inpainting input of these checkpoints; in training it is an
+all-ones mask with zero context (pure generation), as underfit feeds it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import nn
+
+from tunesmith.adapters import sa3_names, torch_lora
+from tunesmith.adapters.targets import select_targets
+from tunesmith.adapters.underfit_format import (
+    AdapterConfig,
+    checkpoint_filename,
+    write_adapter_file,
+)
+from tunesmith.backends.placement import Placement
+from tunesmith.families.stable_audio_3 import model
+from tunesmith.train.config import RunConfig
+from tunesmith.train.data import Batch, load_items, split_holdout
+from tunesmith.train.loop import TrainResult, train
+from tunesmith.train.timesteps import FullShift
+
+# underfit's dashboard default excludes the conditioners and every module outside the
+# transformer layers (embedders, projections, convolutions).
+DEFAULT_INCLUDE = ("model.transformer.layers.",)
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class Objective:
+    """The base model with adapters attached, and the loss underfit trains it with."""
+
+    def __init__(self, checkpoint: Path, run: RunConfig, placement: Placement) -> None:
+        self.run, self.device = run, torch.device(placement.device)
+        self.pipe = model.load_pipeline(checkpoint, DTYPES[placement.dtype], placement.device)
+        self.pipe.transformer.eval()
+        self.scale = 1.0  # pre-encoded latents are unscaled; the SA3 pretransform scale is 1.0
+        self.shift = FullShift()  # what SA3 checkpoints ship (distribution_shift_options)
+        # Adapter names are the pipeline's component names, so they map to underfit's.
+        self.modules = nn.ModuleDict(
+            {"transformer": self.pipe.transformer, "duration_embedder": self.pipe.duration_embedder}
+        )
+        candidates = sa3_names.adapter_targets(self.pipe.transformer, self.pipe.duration_embedder)
+        include = run.adapter.include or DEFAULT_INCLUDE
+        chosen = select_targets(
+            [(underfit, name) for name, underfit in candidates.items()],
+            include,
+            run.adapter.exclude,
+        )
+        self.targets = [name for _, name in chosen]
+        torch_lora.attach(
+            self.modules,
+            self.targets,
+            run.adapter.rank,
+            run.adapter.scale_alpha,
+            run.adapter.type,
+        )
+        self.include = tuple(include)
+        self._text: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def parameters(self) -> list[nn.Parameter]:
+        return torch_lora.adapter_parameters(self.modules)
+
+    def _prompts(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """T5Gemma outputs, computed once per distinct prompt in this process."""
+        missing = sorted({p for p in prompts if p not in self._text})
+        if missing:
+            embeds, mask = model.encode_prompts(self.pipe, missing)
+            for prompt, e, m in zip(missing, embeds, mask, strict=True):
+                self._text[prompt] = (e, m)
+        return (
+            torch.stack([self._text[p][0] for p in prompts]),
+            torch.stack([self._text[p][1] for p in prompts]),
+        )
+
+    def loss(
+        self,
+        batch: Batch,
+        prompts: list[str],
+        t: torch.Tensor,
+        noise: torch.Tensor,
+        drop: torch.Tensor,
+    ) -> torch.Tensor:
+        """Per-sample losses [B] (float32, or float64 over a float64 model) for shifted `t`."""
+        device, dtype = self.device, self.pipe.transformer.dtype
+        acc = torch.promote_types(dtype, torch.float32)  # float32, or float64 in gradient checks
+        x0 = (batch.latents / self.scale).to(device=device, dtype=acc)
+        t32 = t.to(device=device, dtype=acc)
+        noise = noise.to(device=device, dtype=acc)
+        noised = x0 * (1 - t32)[:, None, None] + noise * t32[:, None, None]
+        target = noise - x0
+        embeds, mask = self._prompts(prompts)
+        context, context_mask, global_states = model.conditioning(
+            self.pipe, embeds, mask, batch.seconds_total.to(device)
+        )
+        drop = drop.to(device)
+        context = torch.where(drop[:, None, None], torch.zeros_like(context), context)
+        context_mask = torch.where(drop[:, None], torch.ones_like(context_mask), context_mask)
+        b, d, length = x0.shape
+        local_add_cond = torch.cat(
+            [torch.ones(b, 1, length, device=device), torch.zeros(b, d, length, device=device)], 1
+        )
+        prediction = self.pipe.transformer(
+            hidden_states=noised.to(dtype),
+            timestep=t32.to(dtype),
+            encoder_hidden_states=context.to(dtype),
+            global_hidden_states=global_states.to(dtype),
+            encoder_attention_mask=context_mask,
+            local_add_cond=local_add_cond.to(dtype),
+        ).sample
+        valid = batch.mask.to(device=device, dtype=acc)[:, None, :]
+        mse = (prediction.to(acc) - target) ** 2 * valid
+        return mse.sum(dim=(1, 2)) / (valid.sum(dim=(1, 2)) * d).clamp_min(1.0)
+
+    def shift_timesteps(self, t: torch.Tensor, length: int) -> torch.Tensor:
+        return self.shift(t, length)
+
+    # --- files --------------------------------------------------------------------------------
+
+    def adapter_config(self, step: int, epoch: int) -> AdapterConfig:
+        a = self.run.adapter
+        return AdapterConfig(
+            rank=a.rank,
+            alpha=a.scale_alpha,
+            adapter_type=a.type,
+            include=self.include,
+            exclude=tuple(a.exclude),
+            step=step,
+            epoch=epoch,
+            base_model=self.run.base_model,
+        )
+
+    def save(self, folder: Path, step: int, epoch: int, metadata: dict[str, str], name=None):
+        """Write the adapter as underfit's file; returns its path."""
+        path = folder / (name or checkpoint_filename(self.run.name, step, epoch))
+        return write_adapter_file(
+            path,
+            torch_lora.adapter_state(self.modules),
+            self.adapter_config(step, epoch),
+            to_checkpoint_name=sa3_names.to_underfit,
+            permute_rows=_permute_rows,
+            extra_metadata=metadata,
+        )
+
+
+def _permute_rows(name: str, tensor: torch.Tensor, direction: str) -> torch.Tensor:
+    """The fused self-attention QKV keeps its rows in another order in underfit's files."""
+    if not sa3_names.is_fused_qkv(name):
+        return tensor
+    if direction == "to_checkpoint":
+        return sa3_names.qkv_rows_to_underfit(tensor)
+    return sa3_names.qkv_rows_to_diffusers(tensor)
+
+
+def train_run(
+    run: RunConfig,
+    checkpoint: Path,
+    encoded: pd.DataFrame,
+    run_dir: Path,
+    placement: Placement,
+    metadata: dict[str, str],
+    log=print,
+    progress=None,
+) -> TrainResult:
+    """Train one run on the items of `encoded` (rows of this base model); see loop.train."""
+    torch.manual_seed(run.train.seed)
+    split = split_holdout(load_items(encoded), run.train.holdout)
+    objective = Objective(checkpoint, run, placement)
+    identity = {
+        "base_model": metadata.get("tunesmith.base_model_fingerprint", str(checkpoint)),
+        "adapter_type": run.adapter.type,
+        "rank": run.adapter.rank,
+        "alpha": run.adapter.scale_alpha,
+        "targets": objective.targets,
+    }
+    return train(objective, split, run, run_dir, identity, metadata, log, progress)

@@ -1,0 +1,141 @@
+"""Training items from pre-encoded latents: crops, padding, the draw order, the holdout.
+
+underfit's PreEncodedDataset (shared/reference/underfit-sa3-conventions.md, section 7):
+every item is cropped or padded to `latent_crop_length`; the crop starts at a random frame
+of the valid region; a short item is padded with zeros (the padding mask says which frames
+are audio); `seconds_total` stays the full duration. A dataset with fewer items than the
+batch is drawn with replacement, batch × 100 draws an epoch (~100 steps); otherwise each
+epoch is a shuffled pass. Every random number comes from one generator whose state is part
+of a resumable run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+
+@dataclass(frozen=True)
+class Item:
+    path: str  # in the dataset
+    latents: torch.Tensor  # [D, T] float32, unscaled
+    padding_mask: torch.Tensor  # [T] bool, True where there is audio
+    seconds_total: float  # the full file's duration, whatever the crop
+    pieces: tuple[str, ...]  # the item's `Key: value` prompt pieces
+
+
+@dataclass
+class Batch:
+    latents: torch.Tensor  # [B, D, L]
+    mask: torch.Tensor  # [B, L] bool
+    seconds_total: torch.Tensor  # [B] float32
+    pieces: list[tuple[str, ...]]
+    paths: list[str]
+
+
+def load_items(frame: pd.DataFrame) -> list[Item]:
+    """Items of one base model's encoded table (`latents` and `sidecar` paths per row)."""
+    items = []
+    for row in frame.to_dict("records"):
+        meta = json.loads(Path(row["sidecar"]).read_text(encoding="utf-8"))
+        items.append(
+            Item(
+                path=row["path"],
+                latents=torch.from_numpy(np.load(row["latents"])).float(),
+                padding_mask=torch.tensor(meta["padding_mask"], dtype=torch.bool),
+                seconds_total=float(meta["seconds_total"]),
+                pieces=tuple(json.loads(row["pieces"])),
+            )
+        )
+    return items
+
+
+@dataclass(frozen=True)
+class Split:
+    train: list[Item]
+    validation: list[Item]
+    on_training_items: bool  # too few items to hold any out: validation reuses training items
+
+
+def split_holdout(items: list[Item], holdout: int | None = None) -> Split:
+    """Hold out a tenth of the items (1 to 4), or `holdout`; under 5 items, hold none out.
+
+    The held-out items are the first by a hash of their path, so adding a file to the
+    dataset rarely changes which items are held out.
+    """
+    if holdout is None and len(items) < 5:
+        return Split(list(items), list(items), on_training_items=True)
+    count = holdout if holdout is not None else min(4, max(1, round(len(items) / 10)))
+    if count < 1 or count >= len(items):
+        raise ValueError(f"holdout {count} leaves no training items out of {len(items)}")
+    ranked = sorted(items, key=lambda item: hashlib.sha256(item.path.encode()).hexdigest())
+    held = {item.path for item in ranked[:count]}
+    return Split(
+        [i for i in items if i.path not in held], [i for i in items if i.path in held], False
+    )
+
+
+def crop(item: Item, length: int, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`length` frames from `start`, zero-padded past the end (mask False there)."""
+    latents = torch.zeros(item.latents.shape[0], length)
+    mask = torch.zeros(length, dtype=torch.bool)
+    piece = item.latents[:, start : start + length]
+    latents[:, : piece.shape[1]] = piece
+    mask[: piece.shape[1]] = item.padding_mask[start : start + length]
+    return latents, mask
+
+
+def collate(items: list[Item], crops: list[tuple[torch.Tensor, torch.Tensor]]) -> Batch:
+    return Batch(
+        latents=torch.stack([c[0] for c in crops]),
+        mask=torch.stack([c[1] for c in crops]),
+        seconds_total=torch.tensor([i.seconds_total for i in items], dtype=torch.float32),
+        pieces=[i.pieces for i in items],
+        paths=[i.path for i in items],
+    )
+
+
+class Sampler:
+    """Batches of random crops, epoch after epoch, resumable from `state_dict()`."""
+
+    def __init__(self, items: list[Item], batch_size: int, crop_length: int, seed: int) -> None:
+        if not items:
+            raise ValueError("no training items")
+        self.items, self.batch_size, self.crop_length = items, batch_size, crop_length
+        self.generator = torch.Generator().manual_seed(seed)
+        self.epoch, self.position, self.order = 0, 0, self._new_order()
+
+    def _new_order(self) -> list[int]:
+        n = len(self.items)
+        if n < self.batch_size:  # oversample with replacement: ~100 steps an epoch
+            draws = self.batch_size * 100
+            return torch.randint(n, (draws,), generator=self.generator).tolist()
+        return torch.randperm(n, generator=self.generator).tolist()
+
+    def next_batch(self) -> Batch:
+        if self.position + self.batch_size > len(self.order):  # the last partial batch is dropped
+            self.epoch, self.position, self.order = self.epoch + 1, 0, self._new_order()
+        chosen = [
+            self.items[i] for i in self.order[self.position : self.position + self.batch_size]
+        ]
+        self.position += self.batch_size
+        crops = []
+        for item in chosen:
+            valid = int(item.padding_mask.sum())
+            room = max(0, valid - self.crop_length)
+            start = int(torch.randint(room + 1, (1,), generator=self.generator)) if room else 0
+            crops.append(crop(item, self.crop_length, start))
+        return collate(chosen, crops)
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position, "order": self.order}
+
+    def load_state_dict(self, state: dict, generator_state: torch.Tensor) -> None:
+        self.epoch, self.position, self.order = state["epoch"], state["position"], state["order"]
+        self.generator.set_state(generator_state)

@@ -1,0 +1,85 @@
+"""Stage `adapters`: which runs to train, where their files go, and whether they are cached.
+
+A run's folder is `<out>/<dataset>/adapters/<run>-<key>`, where the key covers everything
+that determines its training except the step count: the family and stage version, the
+encoded items it trains on (their latents and prompts), the base model's fingerprint, the
+resolved config and the placement. Asking for more steps of an unchanged run therefore
+resumes from its saved state; a finished run (`result-steps=N.json`) is not trained again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import tunesmith
+from tunesmith.backends.placement import Placement
+from tunesmith.families.checkpoint import model_fingerprint
+from tunesmith.store import content_key
+from tunesmith.train.config import RunConfig
+
+STAGE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    run: RunConfig
+    checkpoint: Path  # base model folder
+    run_dir: Path
+    key: str
+    base_fingerprint: str
+    items: pd.DataFrame  # the encoded rows this run trains on
+
+    @property
+    def result_path(self) -> Path:
+        return self.run_dir / f"result-steps={self.run.train.steps}.json"
+
+    def cached(self) -> bool:
+        if not self.result_path.exists():
+            return False
+        result = json.loads(self.result_path.read_text(encoding="utf-8"))
+        return all(Path(p).exists() for p in (result["best_path"], result["last_path"]))
+
+    def metadata(self, manifest_version: str) -> dict[str, str]:
+        """Lineage written into every adapter file (DESIGN.md, "Checkpoint files")."""
+        return {
+            "tunesmith.version": tunesmith.__version__,
+            "tunesmith.dataset_manifest": manifest_version,
+            "tunesmith.base_model_fingerprint": self.base_fingerprint,
+            "tunesmith.training_config": json.dumps(asdict(self.run), sort_keys=True),
+            "tunesmith.run_key": self.key,
+        }
+
+
+def plan(
+    run: RunConfig,
+    checkpoint: Path,
+    encoded: pd.DataFrame,
+    out: Path,
+    placement: Placement,
+    fingerprint_cache: Path,
+) -> RunPlan:
+    items = encoded[encoded["model"] == checkpoint.name].sort_values("path")
+    if items.empty:
+        raise ValueError(f"run {run.name!r}: nothing was encoded for {checkpoint}")
+    fingerprint = model_fingerprint(checkpoint, fingerprint_cache)
+    without_steps = replace(run, train=replace(run.train, steps=0))
+    key = content_key(
+        stage="adapters",
+        version=STAGE_VERSION,
+        family=run.family,
+        run=asdict(without_steps),
+        items=[[r["path"], r["entry"], r["pieces"]] for r in items.to_dict("records")],
+        base=fingerprint,
+        placement=placement.as_dict(),
+    )
+    run_dir = out / "adapters" / f"{run.name}-{key[:10]}"
+    return RunPlan(run, checkpoint, run_dir, key, fingerprint, items)
+
+
+def read_result(plan: RunPlan) -> dict[str, Any]:
+    return json.loads(plan.result_path.read_text(encoding="utf-8"))
