@@ -28,6 +28,7 @@ from tunesmith.adapters.targets import select_targets
 from tunesmith.adapters.underfit_format import (
     AdapterConfig,
     checkpoint_filename,
+    read_adapter_file,
     write_adapter_file,
 )
 from tunesmith.backends.placement import Placement
@@ -64,13 +65,15 @@ class Objective:
             run.adapter.exclude,
         )
         self.targets = [name for _, name in chosen]
-        torch_lora.attach(
-            self.modules,
-            self.targets,
-            run.adapter.rank,
-            run.adapter.scale_alpha,
-            run.adapter.type,
-        )
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(run.train.seed)  # the adapters' initial A: the same every time
+            torch_lora.attach(
+                self.modules,
+                self.targets,
+                run.adapter.rank,
+                run.adapter.scale_alpha,
+                run.adapter.type,
+            )
         self.include = tuple(include)
         self._text: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -179,7 +182,6 @@ def train_run(
     progress=None,
 ) -> TrainResult:
     """Train one run on the items of `encoded` (rows of this base model); see loop.train."""
-    torch.manual_seed(run.train.seed)
     split = split_holdout(load_items(encoded), run.train.holdout)
     objective = Objective(checkpoint, run, placement)
     identity = {
@@ -190,3 +192,10 @@ def train_run(
         "targets": objective.targets,
     }
     return train(objective, split, run, run_dir, identity, metadata, log, progress)
+
+
+def read_adapter(path: Path) -> tuple[dict[str, torch.Tensor], object]:
+    """An underfit file as (adapter state under diffusers' names, AdapterInfo)."""
+    return read_adapter_file(
+        path, to_diffusers_name=sa3_names.to_diffusers, permute_rows=_permute_rows
+    )
