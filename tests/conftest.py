@@ -55,19 +55,22 @@ def instance():
 
 
 def materialize(instance, storage: StorageResource, partition: str) -> dict[str, dict]:
-    """Materialize every stage of one dataset; returns stage → metadata values."""
+    """Materialize every stage of one dataset; returns stage → metadata values, and
+    "checks" → {check name: passed}."""
     if not instance.has_dynamic_partition("datasets", partition):
         instance.add_dynamic_partitions("datasets", [partition])
     result = dg.materialize(
         ASSETS, instance=instance, resources=resources(storage), partition_key=partition
     )
     assert result.success
-    return {
+    stages = {
         event.asset_key.to_user_string(): {
             k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()
         }
         for event in result.get_asset_materialization_events()
     }
+    stages["checks"] = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    return stages
 
 
 def data_version(instance, stage: str, partition: str) -> str | None:

@@ -15,10 +15,16 @@ from tunesmith.examples import make_examples
 from tunesmith.examples.loops import LOOPS
 
 
+@pytest.fixture
+def loops_built(storage, instance):
+    """The loops example through every stage, with the tiny Stable Audio 3."""
+    make_examples(Path(storage.datasets_root), Path(storage.models_root))
+    return materialize(instance, storage, "loops")
+
+
 @pytest.mark.slow
-def test_labels_recover_the_known_tempo_and_key_of_the_loops(storage, instance):
-    make_examples(Path(storage.datasets_root))
-    md = materialize(instance, storage, "loops")
+def test_labels_recover_the_known_tempo_and_key_of_the_loops(storage, loops_built):
+    md = loops_built
     assert md["labels"]["items"] == len(LOOPS) and md["labels"]["skipped"] == 0
     table = pd.read_parquet(Path(storage.out_root) / "loops" / "labels.parquet")
     found = table.set_index("path")
@@ -81,3 +87,16 @@ def test_command_line_run_status_and_gc(tmp_path):
     assert cli(env, "status", "rings").count("fresh") == len(STAGES)
     gc = json.loads(cli(env, "gc"))
     assert gc["removed"] == 1  # the old label record of the edited caption
+
+
+@pytest.mark.slow
+def test_the_loops_adapter_beats_the_base_model_on_held_out_audio(storage, loops_built):
+    report = json.loads((Path(storage.out_root) / "loops" / "report.json").read_text())
+    (run,) = report["stages"]["adapters"]["runs"]
+    print(run["history"])
+    assert run["best_loss"] < run["base_loss"]
+    assert run["validation_note"] == "validation on 1 held-out item(s)"
+    assert Path(run["best_path"]).exists() and Path(run["last_path"]).exists()
+    assert run["placement"] == "torch/cpu/float32" and run["steps"] == 200
+    assert loops_built["adapters"]["computed"] == 1
+    assert loops_built["checks"] == {"underfit_contract": True}
