@@ -16,6 +16,7 @@ def make_dataset(root: Path, base_model: Path) -> Path:
     write_clip(folder / "b.wav", seconds=3.0, bpm=90, freq=330)
     (folder / "tunesmith.toml").write_text(
         f'[[runs]]\nname = "r"\nfamily = "stable-audio-3"\nbase_model = "{base_model}"\n'
+        "[runs.train]\nsteps = 2\neval_every = 1\nlatent_crop_length = 32\n"
     )
     return folder
 
