@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for name in ("datasets", "out", "store"):
+        for name in ("datasets", "out", "store", "models"):
             os.environ[f"TUNESMITH_{name.upper()}"] = str(root / name)
         import dagster as dg
 
@@ -29,7 +29,7 @@ def main() -> None:
         from tunesmith.examples import make_examples
         from tunesmith.report import read_report
 
-        make_examples(root / "datasets")
+        make_examples(root / "datasets", root / "models")
         job = defs.resolve_job_def("build_dataset")
         quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
         with dg.instance_for_test() as instance:
