@@ -8,7 +8,7 @@ from dataclasses import asdict
 import dagster as dg
 import pandas as pd
 
-from assets.common import ON_NEW_DATA, datasets, stage_output
+from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
 from tunesmith.adapters.underfit_format import AdapterFileError, validate_file
@@ -22,16 +22,13 @@ COLUMNS = ["run", "family", "placement", "steps", "steps_per_second", "base_loss
            "best_loss", "best_step", "best_path", "last_path", "run_dir"]  # fmt: skip
 
 
-@dg.asset(
-    partitions_def=datasets,
-    code_version=f"adapters-{engine.STAGE_VERSION}",
-    io_manager_key="parquet_io",
-    group_name="tunesmith",
-    automation_condition=ON_NEW_DATA,
+@stage_asset(
+    "adapters",
+    engine.STAGE_VERSION,
+    "One adapter per [[runs]] entry of tunesmith.toml: underfit's conventions, a "
+    "validation loss on held-out items, the best and the last checkpoints.",
     pool=GPU_POOL,
     check_specs=[dg.AssetCheckSpec("underfit_contract", asset="adapters")],
-    description="One adapter per [[runs]] entry of tunesmith.toml: underfit's conventions, a "
-    "validation loss on held-out items, the best and the last checkpoints.",
 )
 def adapters(
     context: dg.AssetExecutionContext,

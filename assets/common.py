@@ -25,6 +25,22 @@ ON_NEW_DATA = AC.eager().replace(
 ) | (AC.code_version_changed() & ~AC.in_progress())
 
 
+def stage_asset(name: str, version: int, description: str, **kwargs: Any):
+    """`@dg.asset` for a stage: partitioned by dataset, versioned, stored as parquet, and
+    rematerialized by automation only when an upstream data version really changed (the
+    first stage, with no upstream, is started by the sensor, the schedule or a person)."""
+    return dg.asset(
+        name=name,
+        partitions_def=datasets,
+        code_version=f"{name}-{version}",
+        io_manager_key="parquet_io",
+        group_name="tunesmith",
+        automation_condition=None if name == "manifest" else ON_NEW_DATA,
+        description=description,
+        **kwargs,
+    )
+
+
 def stage_output(value: Any, result: StageResult, dataset_out: Path, **metadata: Any) -> dg.Output:
     """The asset's Output: data version, report.json section, and the run's metadata."""
     report = write_stage(dataset_out, result)

@@ -3,7 +3,7 @@
 import dagster as dg
 import pandas as pd
 
-from assets.common import ON_NEW_DATA, datasets, stage_output
+from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
 from tunesmith.families.stable_audio_3 import FAMILY as SA3
@@ -12,16 +12,13 @@ from tunesmith.report import Skipped
 from tunesmith.train.config import ConfigError, base_model_folder, load_runs, media_kind
 
 
-@dg.asset(
-    partitions_def=datasets,
-    code_version=f"encoded-{sa3.STAGE_VERSION}",
-    io_manager_key="parquet_io",
-    group_name="tunesmith",
-    automation_condition=ON_NEW_DATA,
-    pool=GPU_POOL,
-    description="Pre-encoded latents with sidecars for each base model the dataset's runs "
+@stage_asset(
+    "encoded",
+    sa3.STAGE_VERSION,
+    "Pre-encoded latents with sidecars for each base model the dataset's runs "
     "train on (Stable Audio 3: underfit's <stem>.npy + <stem>.json + details.json), and the "
     "text encoder's output per distinct prompt.",
+    pool=GPU_POOL,
 )
 def encoded(
     context: dg.AssetExecutionContext,

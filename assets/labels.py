@@ -3,20 +3,17 @@
 import dagster as dg
 import pandas as pd
 
-from assets.common import ON_NEW_DATA, datasets, stage_output
+from assets.common import stage_asset, stage_output
 from resources.storage import StorageResource
 from tunesmith.dataset import labels as engine
 from tunesmith.dataset.manifest import Manifest
 from tunesmith.store.atomic import atomic_write_json
 
 
-@dg.asset(
-    partitions_def=datasets,
-    code_version=f"labels-{engine.STAGE_VERSION}",
-    io_manager_key="parquet_io",
-    group_name="tunesmith",
-    automation_condition=ON_NEW_DATA,
-    description="Per item: caption and tags from the sidecars (underfit .json > .txt > "
+@stage_asset(
+    "labels",
+    engine.STAGE_VERSION,
+    "Per item: caption and tags from the sidecars (underfit .json > .txt > "
     "dataset.json > embedded tags > file name); BPM, key and loudness by Essentia for "
     "audio; size and mode for images.",
 )

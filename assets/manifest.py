@@ -3,17 +3,15 @@
 import dagster as dg
 import pandas as pd
 
-from assets.common import datasets, stage_output
+from assets.common import stage_asset, stage_output
 from resources.storage import StorageResource
 from tunesmith.dataset import manifest as engine
 
 
-@dg.asset(
-    partitions_def=datasets,
-    code_version=f"manifest-{engine.STAGE_VERSION}",
-    io_manager_key="parquet_io",
-    group_name="tunesmith",
-    description="Every file of the dataset folder: sha256, kind (audio, image, sidecar, "
+@stage_asset(
+    "manifest",
+    engine.STAGE_VERSION,
+    "Every file of the dataset folder: sha256, kind (audio, image, sidecar, "
     "config) and size. The data version is the hash of this table.",
 )
 def manifest(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.Output:
