@@ -72,6 +72,8 @@ def _summary(key: str) -> None:
                 f"      run {run['run']}: validation loss {run['base_loss']:.4f} (base) → "
                 f"{run['best_loss']:.4f} (best, step {run['best_step']}); {run['best_path']}"
             )
+    for page in report.get("auditions", []):
+        print(f"  audition page: {page}")
     print(f"  report: {out / 'report.json'}")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,13 +48,20 @@ def report_path(dataset_out: Path) -> Path:
 
 def write_stage(dataset_out: Path, result: StageResult) -> Path:
     """Put one stage's section into report.json, keeping the other stages' sections."""
+    return update_report(dataset_out, lambda r: r.setdefault("stages", {}).update(
+        {result.stage: result.as_dict()}
+    ))  # fmt: skip
+
+
+def update_report(dataset_out: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """Apply `change` to report.json in place (read, change, write whole, under a lock)."""
     path = report_path(dataset_out)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Stages of one dataset may finish in parallel processes: serialise read-modify-write.
     with open(path.parent / ".report.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         report = read_report(dataset_out)
-        report.setdefault("stages", {})[result.stage] = result.as_dict()
+        change(report)
         atomic_write_json(path, report)
     return path
 

@@ -29,6 +29,20 @@ lr = 1e-3
 eval_every = 50
 checkpoint_every = 100
 latent_crop_length = 256
+
+# Rendered with and without the adapter, same seed (the family's defaults are an empty
+# prompt and the trigger word, 10 s, 50 steps, cfg 7).
+[[runs.demos]]
+prompt = ""
+seed = 42
+duration = 8.0
+steps = 25
+
+[[runs.demos]]
+prompt = "{{trigger}}, Genre: lo-fi hip hop"
+seed = 43
+duration = 8.0
+steps = 25
 """
 
 

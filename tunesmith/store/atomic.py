@@ -36,3 +36,17 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, value: Any) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def link_into(source: Path, destination: Path) -> None:
+    """Hard-link a store file to `destination` (a copy where links are impossible), atomically."""
+    if destination.exists() and os.path.samefile(source, destination):
+        return
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    tmp = destination.with_name(f"{TMP_PREFIX}{destination.name}")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        tmp.write_bytes(source.read_bytes())
+    os.replace(tmp, destination)

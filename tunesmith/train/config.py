@@ -64,6 +64,23 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class DemoConfig:
+    """One demo render: the same prompt and seed with and without the adapter."""
+
+    prompt: str = ""  # "{trigger}" is replaced by the run's trigger word
+    seed: int = 42
+    duration: float = 10.0  # seconds
+    steps: int = 50  # underfit's demo_steps
+    cfg: float = 7.0  # underfit's demo cfg scale
+    strength: float = 1.0  # adapter strength for the adapter side
+
+
+# The family's default demos: an empty prompt and one with the trigger word.
+DEFAULT_DEMOS = ({"prompt": "", "seed": 42}, {"prompt": "{trigger}", "seed": 43})
+MAX_DEMO_SECONDS = 600.0  # Stable Audio 3 is trained on up to 600 s (underfit's cap)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     name: str
     family: str
@@ -71,6 +88,7 @@ class RunConfig:
     trigger: str = ""
     adapter: AdapterConfig = field(default_factory=AdapterConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    demos: tuple[DemoConfig, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +138,10 @@ def resolve_run(raw: dict[str, Any], path: Path, index: int) -> RunConfig:
     for key in ("include", "exclude"):
         if key in adapter_raw:
             adapter_raw[key] = tuple(adapter_raw[key])
+    demos = tuple(
+        _demo(d, f"{where} demos #{i + 1}", str(raw.get("trigger", "")))
+        for i, d in enumerate(raw.get("demos") or DEFAULT_DEMOS)
+    )
     run = RunConfig(
         name=str(raw.get("name") or f"{family}-{index + 1}"),
         family=family,
@@ -127,9 +149,29 @@ def resolve_run(raw: dict[str, Any], path: Path, index: int) -> RunConfig:
         trigger=str(raw.get("trigger", "")),
         adapter=AdapterConfig(**adapter_raw),
         train=TrainConfig(**train_raw),
+        demos=tuple(dict.fromkeys(demos)),  # the defaults coincide when there is no trigger
     )
     _validate(run, where)
     return run
+
+
+def _demo(raw: Any, where: str, trigger: str) -> DemoConfig:
+    if isinstance(raw, DemoConfig):
+        return raw
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table of demo settings, got {raw!r}")
+    _check_keys(raw, {f.name for f in fields(DemoConfig)}, where)
+    demo = DemoConfig(**{**raw, "prompt": str(raw.get("prompt", "")).replace("{trigger}", trigger)})
+    problems = []
+    if isinstance(demo.seed, bool) or not isinstance(demo.seed, int):
+        problems.append(f"seed must be an integer, got {demo.seed!r}")
+    if not isinstance(demo.duration, int | float) or not 0 < demo.duration <= MAX_DEMO_SECONDS:
+        problems.append(f"duration must be in (0, {MAX_DEMO_SECONDS:.0f}] s, got {demo.duration!r}")
+    if isinstance(demo.steps, bool) or not isinstance(demo.steps, int) or demo.steps < 1:
+        problems.append(f"steps must be an integer ≥ 1, got {demo.steps!r}")
+    if problems:
+        raise ConfigError(f"{where}: " + "; ".join(problems))
+    return demo
 
 
 def with_overrides(run: RunConfig, overrides: dict[str, Any]) -> RunConfig:

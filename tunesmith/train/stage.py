@@ -67,7 +67,8 @@ def plan(
     if items.empty:
         raise ValueError(f"run {run.name!r}: nothing was encoded for {checkpoint}")
     fingerprint = model_fingerprint(checkpoint, fingerprint_cache)
-    without_steps = replace(run, train=replace(run.train, steps=0))
+    # The step count and the demos do not change what is trained up to a step.
+    without_steps = replace(run, train=replace(run.train, steps=0), demos=())
     key = content_key(
         stage="adapters",
         version=STAGE_VERSION,

@@ -18,7 +18,6 @@ fingerprint. The model is loaded only when something is missing from the store.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from tunesmith.media import audio as media_audio
 from tunesmith.media.sniff import MediaError
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import Store, canonical_json, content_key
-from tunesmith.store.atomic import atomic_write_json, atomic_write_text
+from tunesmith.store.atomic import atomic_write_json, atomic_write_text, link_into
 from tunesmith.train.prompts import full_prompt, prompt_tags
 
 STAGE_VERSION = 1
@@ -183,7 +182,7 @@ def _publish(target: Path, item: dict, entry: Path, prompt: str, pieces: list[st
     """Link the cached latents into the output view and write the sidecar with every tag."""
     stem = target / Path(item["path"]).with_suffix("")
     latents, sidecar = stem.with_suffix(".npy"), stem.with_suffix(".json")
-    _link(entry / "latents.npy", latents)
+    link_into(entry / "latents.npy", latents)
     meta = json.loads((entry / "value.json").read_text(encoding="utf-8"))
     warnings = meta.pop("warnings", [])
     tags = {**json.loads(item["tags"]), "prompt": item["caption"]}
@@ -202,17 +201,3 @@ def _publish(target: Path, item: dict, entry: Path, prompt: str, pieces: list[st
         "pieces": json.dumps(pieces, ensure_ascii=False),
     }
     return row, warnings
-
-
-def _link(source: Path, destination: Path) -> None:
-    """Hard-link a store file into the output view (a copy where links are not possible)."""
-    if destination.exists() and os.path.samefile(source, destination):
-        return
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    tmp = destination.with_name(f".tmp-{destination.name}")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(source, tmp)
-    except OSError:
-        tmp.write_bytes(source.read_bytes())
-    os.replace(tmp, destination)
