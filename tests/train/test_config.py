@@ -77,3 +77,28 @@ def test_overrides_are_validated(tmp_path):
     assert with_overrides(run, {"train": {"steps": 7}}).train.steps == 7
     with pytest.raises(ConfigError, match="steps must be"):
         with_overrides(run, {"train": {"steps": 0}})
+
+
+def test_default_demos_are_an_empty_prompt_and_the_trigger(tmp_path):
+    write(tmp_path, '[[runs]]\nfamily = "stable-audio-3"\ntrigger = "zq"\n')
+    (run,) = load_runs(tmp_path, "audio")
+    assert [(d.prompt, d.seed) for d in run.demos] == [("", 42), ("zq", 43)]
+    assert (run.demos[0].steps, run.demos[0].cfg, run.demos[0].duration) == (50, 7.0, 10.0)
+
+
+@pytest.mark.parametrize(
+    "demo,message",
+    [
+        ("duration = 0", "duration must be in"),
+        ("duration = 601", "duration must be in"),
+        ("steps = 0", "steps must be an integer"),
+        ('seed = "x"', "seed must be an integer"),
+        ("seed = 1.5", "seed must be an integer"),
+        ("tempo = 3", "unknown key\\(s\\) tempo"),
+    ],
+)
+def test_a_bad_demo_names_its_entry(tmp_path, demo, message):
+    write(tmp_path, f'[[runs]]\nfamily = "stable-audio-3"\n[[runs.demos]]\nprompt = "a"\n'
+                    f'[[runs.demos]]\n{demo}\n')  # fmt: skip
+    with pytest.raises(ConfigError, match=f"demos #2: .*{message}"):
+        load_runs(tmp_path, "audio")
