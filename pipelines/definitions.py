@@ -6,16 +6,18 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.adapters import adapters
+from assets.auditions import auditions
 from assets.encoded import encoded
 from assets.labels import labels
 from assets.manifest import manifest
+from assets.renders import renders
 from pipelines.jobs import build_dataset
 from pipelines.schedules import nightly_rebuild
 from pipelines.sensors import dataset_folder_sensor
 from resources.compute import ComputeResource
 from resources.storage import ParquetIOManager, StorageResource
 
-ASSETS = [manifest, labels, encoded, adapters]
+ASSETS = [manifest, labels, encoded, adapters, renders, auditions]
 
 
 def resources(storage: StorageResource | None = None) -> dict[str, object]:

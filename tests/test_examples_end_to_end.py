@@ -100,3 +100,15 @@ def test_the_loops_adapter_beats_the_base_model_on_held_out_audio(storage, loops
     assert run["placement"] == "torch/cpu/float32" and run["steps"] == 200
     assert loops_built["adapters"]["computed"] == 1
     assert loops_built["checks"] == {"underfit_contract": True}
+
+
+@pytest.mark.slow
+def test_the_loops_renders_and_audition_page_are_listed_in_the_report(storage, loops_built):
+    report = json.loads((Path(storage.out_root) / "loops" / "report.json").read_text())
+    (page,) = report["auditions"]
+    assert Path(page).exists() and page.endswith("loops-dora.html")
+    sides = {(r["demo"], r["side"]) for r in report["renders"]}
+    assert sides == {(d, s) for d in ("demo0", "demo1") for s in ("base", "adapter")}
+    assert all(Path(r["wav"]).exists() for r in report["renders"])
+    assert loops_built["renders"]["computed"] == 4
+    assert "loops-dora_loss_curve" in loops_built["auditions"]

@@ -6,7 +6,7 @@ from pipelines.definitions import defs
 def test_definitions_load_with_every_stage():
     dg.Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
-    assert keys == {"manifest", "labels", "encoded", "adapters"}
+    assert keys == {"manifest", "labels", "encoded", "adapters", "renders", "auditions"}
     assert defs.resolve_job_def("build_dataset")
     assert defs.resolve_sensor_def("dataset_folder_sensor").default_status == (
         dg.DefaultSensorStatus.RUNNING

@@ -1,0 +1,62 @@
+"""Asset `renders`: each run's demo prompts, base and best adapter, same seed."""
+
+import json
+
+import dagster as dg
+import pandas as pd
+
+from assets.common import stage_asset, stage_output
+from resources.compute import GPU_POOL, ComputeResource
+from resources.storage import StorageResource
+from tunesmith.families.checkpoint import model_fingerprint
+from tunesmith.families.stable_audio_3 import SAMPLE_RATE
+from tunesmith.families.stable_audio_3.sample import Renderer
+from tunesmith.render import demos as engine
+from tunesmith.train.config import ConfigError, base_model_folder, load_runs
+
+
+@stage_asset(
+    "renders",
+    engine.STAGE_VERSION,
+    "Per run and demo prompt: the base model and the best adapter rendered with the same "
+    "seed through the family's diffusers pipeline (WAV, MP3 where ffmpeg is present, "
+    "spectrogram, JSON sidecar).",
+    pool=GPU_POOL,
+)
+def renders(
+    context: dg.AssetExecutionContext,
+    storage: StorageResource,
+    compute: ComputeResource,
+    adapters: pd.DataFrame,
+) -> dg.Output:
+    key = context.partition_key
+    folder, roots, out = storage.dataset_folder(key), storage.roots(), storage.dataset_out(key)
+    try:
+        configs = {r.name: r for r in load_runs(folder, "audio")}
+    except ConfigError as exc:
+        raise dg.Failure(str(exc)) from exc
+    runs = [(configs[row["run"]], row) for row in adapters.to_dict("records")]
+    cache = roots.store / "fingerprints.json"
+    fingerprints = {
+        run.name: model_fingerprint(base_model_folder(run, roots.models), cache) for run, _ in runs
+    }
+    placement = compute.placement("renders", "stable-audio-3", {"torch"})
+
+    def renderer(run, adapter):
+        return Renderer(base_model_folder(run, roots.models), placement, adapter)
+
+    result = engine.build_renders(
+        runs, fingerprints, out, storage.store(), placement, renderer, SAMPLE_RATE
+    )
+    storage.store().set_roots(f"{key}/renders", result.keys)
+    for note in result.result.extra.get("notes", []):
+        context.log.warning(note)
+    return stage_output(
+        result.frame,
+        result.result,
+        out,
+        placement=str(placement),
+        renders_folder=dg.MetadataValue.path(str(out / "renders")),
+        notes="; ".join(result.result.extra.get("notes", [])) or "none",
+        demos=dg.MetadataValue.json(json.loads(result.frame.to_json(orient="records"))),
+    )
