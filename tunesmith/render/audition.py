@@ -29,6 +29,7 @@ MARGIN = {"left": 64, "right": 24, "top": 28, "bottom": 44}
 
 def write_audition_page(path: Path, page: dict) -> Path:
     """Write the audition page for `page` (see the module docstring) to `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)  # "../renders/…" resolves through it
     atomic_write_text(path, audition_html(page, path.parent))
     return path
 
