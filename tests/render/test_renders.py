@@ -88,3 +88,19 @@ def test_without_ffmpeg_wav_only_and_the_report_says_so(tmp_path, trained, tiny_
     result, out, _ = render(tmp_path, trained, tiny_sa3, "without")
     assert not list(out.rglob("*.mp3"))
     assert result.result.extra["notes"] == ["ffmpeg not found: WAV only, no MP3"]
+
+
+def test_training_renders_samples_at_every_validation_the_first_row_the_base(tiny_sa3, tmp_path):
+    from dataclasses import replace
+
+    from tests.train.test_sa3_training import fit, run_config
+
+    run = replace(run_config(tiny_sa3, steps=4, eval_every=2, checkpoint_every=4), demos=DEMOS)
+    fit(tiny_sa3, tmp_path, run)
+    names = sorted(p.name for p in (tmp_path / "samples").iterdir())
+    assert names == ["0-0.wav", "0-2.wav", "0-4.wav", "1-0.wav", "1-2.wav", "1-4.wav"]
+    plain = Renderer(Path(tiny_sa3), CPU)
+    for i, demo in enumerate(DEMOS):
+        base = wav_bytes(plain.render(demo, 0.0), SAMPLE_RATE)
+        assert (tmp_path / "samples" / f"{i}-0.wav").read_bytes() == base
+        assert (tmp_path / "samples" / f"{i}-4.wav").read_bytes() != base

@@ -4,9 +4,10 @@ Per step: a batch of random crops, a random prompt per item (underfit's template
 timestep per item (sampler, then the model's shift), noise, a CFG-dropout coin per item,
 the loss, backward, optional clipping, AdamW. Validation on held-out items at fixed levels
 and fixed noise before the first step (the base model: every adapter starts at zero) and
-every `eval_every` steps; the adapter with the lowest validation loss is kept beside the
-last one. Checkpoints every `checkpoint_every` steps and at the end, with the full state
-to resume from (bit for bit on the CPU).
+every `eval_every` steps, each followed by the run's demos rendered into `samples/`; the
+adapter with the lowest validation loss is kept beside the last one. Checkpoints every
+`checkpoint_every` steps and at the end, with the full state to resume from (bit for bit
+on the CPU). Rendering samples draws from the pipeline's own seeded generators only.
 
 Every random number comes from three sources seeded from the run's seed and saved in the
 state: the sampler's generator (order, crops), the training generator (t, noise, dropout)
@@ -40,6 +41,7 @@ class Objective(Protocol):
     def parameters(self) -> list[torch.nn.Parameter]: ...
     def loss(self, batch: Batch, prompts: list[str], t, noise, drop) -> torch.Tensor: ...
     def shift_timesteps(self, t: torch.Tensor, length: int) -> torch.Tensor: ...
+    def render_samples(self, folder: Path, step: int) -> list[Path]: ...
     def save(self, folder: Path, step: int, epoch: int, metadata: dict[str, str], name=None): ...
 
 
@@ -118,6 +120,7 @@ def train(
         best = {"step": 0, "loss": base, "path": ""}
         log(f"{run.name}: base model validation loss {base:.6f} ({note})")
         best["path"] = str(_save_best(objective, checkpoints_dir, 0, 0, best, metadata))
+        objective.render_samples(run_dir / "samples", 0)
     resumed_from = step if saved is not None else None
 
     events = open(run_dir / "events.jsonl", "a", encoding="utf-8")
@@ -181,6 +184,7 @@ def train(
                 history.append({"step": step, "loss": measured})
                 _event(events, "validation", step=step, loss=measured)
                 log(f"{run.name}: step {step} validation loss {measured:.6f}")
+                objective.render_samples(run_dir / "samples", step)
                 if measured < best["loss"]:
                     Path(best["path"]).unlink(missing_ok=True)
                     best = {"step": step, "loss": measured, "path": ""}

@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from tunesmith.families.checkpoint import Part, check_folder, quiet_loading
@@ -138,3 +139,18 @@ def encoder_details(vae) -> dict:
         "latent_dim": int(vae.config.latent_dim),
         "scale": 1.0,  # latents are stored unscaled; the SA3 pretransform scale is 1.0
     }
+
+
+@torch.no_grad()
+def render_demo(pipe, demo) -> np.ndarray:
+    """What a user's request produces: the pipeline with the demo's prompt, duration, steps,
+    guidance and seed; stereo float32 [2, N], cut to the requested duration."""
+    generator = torch.Generator("cpu").manual_seed(demo.seed)
+    audio = pipe(
+        demo.prompt,
+        duration=demo.duration,
+        num_inference_steps=demo.steps,
+        guidance_scale=demo.cfg,
+        generator=generator,
+    ).audios[0]
+    return audio.float().cpu().numpy()[:, : int(round(demo.duration * SAMPLE_RATE))]

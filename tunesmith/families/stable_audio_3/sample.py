@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 from torch import nn
 
 from tunesmith.adapters import torch_lora
@@ -36,20 +35,10 @@ class Renderer:
             torch_lora.attach(self.modules, layers, cfg.rank, cfg.alpha, cfg.adapter_type)
             torch_lora.load_adapter_state(self.modules, state)
 
-    @torch.no_grad()
     def render(self, demo: DemoConfig, strength: float) -> np.ndarray:
         """Stereo float32 [2, N] for `demo`, trimmed to its duration."""
         if self.adapter is not None:
             torch_lora.set_strength(self.modules, strength)
         elif strength != 0:
             raise ValueError("no adapter is attached: only strength 0 (the base) can render")
-        generator = torch.Generator("cpu").manual_seed(demo.seed)
-        audio = self.pipe(
-            demo.prompt,
-            duration=demo.duration,
-            num_inference_steps=demo.steps,
-            guidance_scale=demo.cfg,
-            generator=generator,
-        ).audios[0]
-        samples = audio.float().cpu().numpy()
-        return samples[:, : int(round(demo.duration * model.SAMPLE_RATE))]
+        return model.render_demo(self.pipe, demo)

@@ -134,6 +134,20 @@ class Objective:
     def shift_timesteps(self, t: torch.Tensor, length: int) -> torch.Tensor:
         return self.shift(t, length)
 
+    def render_samples(self, folder: Path, step: int) -> list[Path]:
+        """The run's demos with the adapter as it is now: `<folder>/<demo>-<step>.wav` (kvad's
+        samples; at step 0 every adapter is zero, so the first row is the base model's)."""
+        from tunesmith.render.demos import wav_bytes
+        from tunesmith.store.atomic import atomic_write_bytes
+
+        written = []
+        for index, demo in enumerate(self.run.demos):
+            samples = model.render_demo(self.pipe, demo)
+            path = folder / f"{index}-{step}.wav"
+            atomic_write_bytes(path, wav_bytes(samples, model.SAMPLE_RATE))
+            written.append(path)
+        return written
+
     # --- files --------------------------------------------------------------------------------
 
     def adapter_config(self, step: int, epoch: int) -> AdapterConfig:
