@@ -49,6 +49,13 @@ def run(names: list[str]) -> int:
         if not result.success:
             failed.append(key)
         _summary(key)
+    pages = [p for key in folders for p in read_report(StorageResource().dataset_out(key)).get(
+        "auditions", []
+    )]  # fmt: skip
+    if pages:
+        print("audition pages (open in a browser):")
+        for page in pages:
+            print(f"  {page}")
     if failed:
         print(f"failed: {', '.join(failed)} (see `tunesmith ui` for the run logs)")
     return 1 if failed else 0
@@ -72,8 +79,6 @@ def _summary(key: str) -> None:
                 f"      run {run['run']}: validation loss {run['base_loss']:.4f} (base) → "
                 f"{run['best_loss']:.4f} (best, step {run['best_step']}); {run['best_path']}"
             )
-    for page in report.get("auditions", []):
-        print(f"  audition page: {page}")
     print(f"  report: {out / 'report.json'}")
 
 
