@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from tunesmith.report import Skipped, StageResult
-from tunesmith.store import canonical_json
+from tunesmith.store import canonical_json, sha256_file
 from tunesmith.store.atomic import atomic_write_json
 
 STAGE_VERSION = 1
@@ -105,14 +105,6 @@ def walk(folder: Path) -> tuple[list[tuple[str, os.stat_result]], list[Skipped]]
 
     visit(folder, "")
     return found, skipped
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def fast_fingerprint(folder: Path) -> str:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tunesmith.store import sha256_file
 from tunesmith.store.atomic import atomic_write_json
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".ckpt", ".pth", ".pkl")
@@ -127,7 +128,6 @@ FINGERPRINT_SUFFIXES = (".safetensors", ".json", ".model")
 # A file modified this recently may be modified again within the file system's timestamp
 # granularity with the same size, so its hash is not cached ("racily clean", as git says).
 RACY_WINDOW_NS = 2_000_000_000
-_CHUNK = 1 << 20
 
 
 def model_fingerprint(folder: Path, cache: Path | None = None) -> str:
@@ -170,7 +170,7 @@ def model_fingerprint(folder: Path, cache: Path | None = None) -> str:
         ):
             file_hash = hit["sha256"]
         else:
-            file_hash = _sha256_file(path)
+            file_hash = sha256_file(path)
             if now - stat.st_mtime_ns > RACY_WINDOW_NS:
                 entries[key] = {
                     "size": stat.st_size,
@@ -193,14 +193,6 @@ def _read_cache(cache: Path | None) -> dict[str, dict]:
     except (json.JSONDecodeError, UnicodeDecodeError):
         return {}  # a damaged cache only costs re-hashing; it never changes a fingerprint
     return entries if isinstance(entries, dict) else {}
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @contextmanager

@@ -11,7 +11,6 @@ and the placement: an unchanged adapter and demo list renders nothing again.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import shutil
@@ -27,7 +26,7 @@ import soundfile as sf
 
 from tunesmith.backends.placement import Placement
 from tunesmith.report import StageResult
-from tunesmith.store import Store, canonical_json, content_key
+from tunesmith.store import Store, canonical_json, content_key, sha256_file
 from tunesmith.store.atomic import atomic_write_text, link_into
 from tunesmith.train.config import RunConfig
 
@@ -64,14 +63,6 @@ def mp3_from_wav(wav: Path, mp3: Path) -> bool:
     return True
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def build_renders(
     runs: list[tuple[RunConfig, dict]],
     base_fingerprints: dict[str, str],
@@ -94,7 +85,7 @@ def build_renders(
         notes.append("ffmpeg not found: WAV only, no MP3")
     for run, trained in runs:
         adapter = Path(trained["best_path"])
-        adapter_sha = file_sha256(adapter)
+        adapter_sha = sha256_file(adapter)
         made = None
         for i, demo in enumerate(run.demos):
             for side in SIDES:

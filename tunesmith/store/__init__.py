@@ -27,7 +27,7 @@ from typing import Any
 
 from tunesmith.store.atomic import TMP_PREFIX, atomic_write_json
 
-__all__ = ["Store", "GcResult", "canonical_json", "content_key"]
+__all__ = ["Store", "GcResult", "canonical_json", "content_key", "sha256_file"]
 
 VALUE = "value.json"
 # A temporary folder older than this belongs to a process that died mid-write.
@@ -37,6 +37,15 @@ STALE_TMP_SECONDS = 3600
 def canonical_json(value: Any) -> str:
     """One spelling per value: sorted keys, no spaces, UTF-8 kept as is."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_file(path: Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def content_key(**parts: Any) -> str:
