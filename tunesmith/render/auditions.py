@@ -1,0 +1,89 @@
+"""Stage `auditions`: one page per run from its validation history and its renders.
+
+The page itself (HTML, blind mode, export) is `tunesmith.render.audition`; this module
+gathers what goes on it: the demo pairs, the loss history, the resolved config, and the
+lineage written into the best adapter file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from tunesmith.adapters.underfit_format import validate_file
+from tunesmith.render.audition import write_audition_page
+from tunesmith.report import StageResult
+from tunesmith.store import content_key
+from tunesmith.train.config import RunConfig
+
+STAGE_VERSION = 1
+
+
+def build_auditions(
+    out: Path,
+    dataset: str,
+    configs: dict[str, RunConfig],
+    adapters: pd.DataFrame,
+    renders: pd.DataFrame,
+    notes: list[str],
+) -> tuple[list[Path], StageResult]:
+    """Write `<out>/auditions/<run>.html` for every trained run; returns the pages."""
+    start = time.perf_counter()
+    pages = []
+    for trained in adapters.to_dict("records"):
+        run = configs[trained["run"]]
+        path = out / "auditions" / f"{run.name}.html"
+        rows = renders[renders["run"] == run.name].to_dict("records")
+        write_audition_page(path, audition_spec(run, trained, rows, path.parent, dataset, notes))
+        pages.append(path)
+    result = StageResult(
+        stage="auditions",
+        data_version=content_key(stage="auditions", pages=[p.read_text() for p in pages]),
+        items=len(pages),
+        computed=len(pages),
+        seconds=time.perf_counter() - start,
+        extra={"pages": [str(p) for p in pages]},
+    )
+    return pages, result
+
+
+def audition_spec(
+    run: RunConfig, trained: dict, renders: list[dict], folder: Path, dataset: str, notes: list[str]
+) -> dict:
+    """The page's content (see `tunesmith.render.audition`), media paths relative to `folder`."""
+
+    def rel(path: str) -> str:
+        return os.path.relpath(path, folder)
+
+    prompts = []
+    for index, demo in enumerate(run.demos):
+        pair = {r["side"]: r for r in renders if r["demo"] == f"demo{index}"}
+        if set(pair) != {"base", "adapter"}:
+            continue
+        sides = {s: {"audio": rel(r["wav"]), "spectrogram": rel(r["spectrogram"])}
+                 for s, r in pair.items()}  # fmt: skip
+        sides["adapter"].update(strength=demo.strength, step=int(trained["best_step"]))
+        prompts.append({"id": f"demo{index}", "prompt": demo.prompt, "seed": demo.seed,
+                        "duration": demo.duration, "steps": demo.steps, "cfg": demo.cfg,
+                        **sides})  # fmt: skip
+    lineage = validate_file(trained["best_path"]).metadata
+    return {
+        "title": f"{run.name} — auditions",
+        "run": run.name,
+        "family": run.family,
+        "dataset": dataset,
+        "prompts": prompts,
+        "validation": json.loads(trained["history"]),
+        "best_step": int(trained["best_step"]),
+        "base_loss": float(trained["base_loss"]),
+        "best_loss": float(trained["best_loss"]),
+        "validation_note": trained.get("validation_note", ""),
+        "config": asdict(run),
+        "lineage": {k: v for k, v in lineage.items() if k != "tunesmith.training_config"},
+        "notes": list(notes),
+    }
