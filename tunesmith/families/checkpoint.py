@@ -124,7 +124,7 @@ def _error(
 
 # Weights, and the JSON and tokenizer files beside them: a changed config (the VAE's
 # sliding_window, the scheduler's shift) or vocabulary changes outputs as a weight does.
-FINGERPRINT_SUFFIXES = (".safetensors", ".json", ".model")
+FINGERPRINT_SUFFIXES = (".safetensors", ".json", ".model", ".txt")  # .txt: BPE merges
 # A file modified this recently may be modified again within the file system's timestamp
 # granularity with the same size, so its hash is not cached ("racily clean", as git says).
 RACY_WINDOW_NS = 2_000_000_000
@@ -133,7 +133,7 @@ RACY_WINDOW_NS = 2_000_000_000
 def model_fingerprint(folder: Path, cache: Path | None = None) -> str:
     """sha256 over (relative path, sha256 of content) of every fingerprinted file under `folder`.
 
-    Fingerprinted: `*.safetensors`, `*.json`, `*.model`, at any depth; names starting with "."
+    Fingerprinted: `*.safetensors`, `*.json`, `*.model`, `*.txt`, at any depth; names starting with "."
     (tunesmith's markers, temporary files) are skipped. Pickle weights are never loaded, so
     they are not part of it. Works on a whole checkpoint or on one component (`folder / "vae"`).
 

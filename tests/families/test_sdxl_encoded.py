@@ -1,0 +1,151 @@
+"""Stage `encoded` for SDXL on a few drawn pictures: posteriors and caption encodings in the
+store, exactly what the model gives; a second build computes nothing; editing one caption
+encodes that caption and no picture; bad pictures are skipped by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from tunesmith.backends.placement import Placement
+from tunesmith.dataset.labels import build_labels
+from tunesmith.dataset.manifest import build_manifest
+from tunesmith.examples.tiny_sdxl import make_tiny_sdxl
+from tunesmith.families.sdxl import encoded as stage
+from tunesmith.families.sdxl import model
+from tunesmith.media.images import fit_square, load_image
+from tunesmith.store import Store
+
+SIZE = 64  # 8 x 8 latents
+CPU = Placement("torch", "cpu", "float32", "test")
+
+
+@pytest.fixture(scope="module")
+def tiny_sdxl(tmp_path_factory) -> Path:
+    return make_tiny_sdxl(tmp_path_factory.mktemp("models") / "tiny-sdxl", seed=0)
+
+
+def draw(path: Path, size: tuple[int, int], seed: int) -> None:
+    """A picture of a few discs on a flat ground."""
+    rng = np.random.default_rng(seed)
+    width, height = size
+    y, x = np.mgrid[:height, :width]
+    array = np.empty((height, width, 3), np.uint8)
+    array[:] = rng.integers(0, 256, 3)
+    for _ in range(3):
+        cx, cy, r = rng.integers(0, width), rng.integers(0, height), rng.integers(6, 20)
+        array[(x - cx) ** 2 + (y - cy) ** 2 < r * r] = rng.integers(0, 256, 3)
+    Image.fromarray(array).save(path)
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    folder = tmp_path / "discs"
+    folder.mkdir()
+    for i, size in enumerate([(96, 64), (64, 128), (80, 80)]):
+        draw(folder / f"disc{i}.png", size, seed=i)
+        (folder / f"disc{i}.txt").write_text(f"a kvadring picture of {i + 1} discs")
+    Image.new("RGB", (1, 1)).save(folder / "dot.png")  # one pixel: skipped by name
+    return folder
+
+
+def labels_of(folder: Path, store: Store) -> pd.DataFrame:
+    manifest, _ = build_manifest(folder, folder.parent / "hashes.json")
+    return build_labels(folder, manifest, store).frame
+
+
+def build(folder: Path, checkpoint: Path, store: Store, size: int = SIZE) -> stage.Encoded:
+    out = folder.parent / "out"
+    labels = labels_of(folder, store)
+    cache = folder.parent / "fingerprints.json"
+    return stage.build_encoded(folder, labels, [checkpoint], out, store, CPU, cache, size)
+
+
+def test_each_picture_gives_its_posterior_and_each_caption_both_encoders_outputs(
+    dataset, tiny_sdxl
+):
+    store = Store(dataset.parent / "store")
+    encoded = build(dataset, tiny_sdxl, store)
+    result, frame = encoded.result, encoded.frame.set_index("path")
+    assert (result.items, result.computed, result.cached) == (4, 3, 0)
+    assert [s.path for s in result.skipped] == ["dot.png"]
+    assert "dot.png: 1x1 pixels is too small" in result.skipped[0].reason
+    assert result.extra["captions_computed"] == 3
+    assert "disc0.png: 96x64 is smaller than 64" not in result.extra.get("warnings", "")
+
+    pipe = model.load_pipeline(tiny_sdxl, skip=("unet",))
+    for path in ["disc0.png", "disc1.png", "disc2.png"]:
+        row = frame.loc[path]
+        mean, logvar = stage.load_posterior(store, row["entry"])
+        assert mean.shape == logvar.shape == (4, 8, 8) and mean.dtype == torch.float32
+        pixels = fit_square(load_image(dataset / path), SIZE)
+        ref_mean, ref_logvar = model.encode_images(pipe.vae, model.pixels_to_tensor(pixels))
+        assert torch.equal(mean, ref_mean[0]) and torch.equal(logvar, ref_logvar[0])
+        embeds, pooled = stage.load_caption(store, row["caption_entry"])
+        ref_embeds, ref_pooled = model.encode_captions(pipe, [row["caption"]])
+        assert torch.equal(embeds, ref_embeds[0]) and torch.equal(pooled, ref_pooled[0])
+    # SDXL's size and crop conditioning: original (h, w), top-left of the square in the
+    # picture resized to a short side of 64 (96 x 64 stays; 64 x 128 stays, cut at row 32).
+    conditioning = ["original_height", "original_width", "crop_top", "crop_left"]
+    assert frame.loc["disc0.png", conditioning].tolist() == [64, 96, 0, 16]
+    assert frame.loc["disc1.png", conditioning].tolist() == [128, 64, 32, 0]
+    assert frame.loc["disc0.png", "caption"] == "a kvadring picture of 1 discs"
+    details = dataset.parent / "out" / "encoded"
+    assert [p.name for p in details.glob("*/details.json")] == ["details.json"]
+
+
+def test_second_build_computes_nothing_and_loads_no_model(dataset, tiny_sdxl, monkeypatch):
+    store = Store(dataset.parent / "store")
+    first = build(dataset, tiny_sdxl, store)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a no-change build loaded the model")
+
+    monkeypatch.setattr(model, "load_pipeline", refuse)
+    second = build(dataset, tiny_sdxl, store)
+    assert (second.result.computed, second.result.cached) == (0, 3)
+    assert second.result.extra["captions_computed"] == 0
+    assert second.result.data_version == first.result.data_version
+    assert second.frame.equals(first.frame)
+
+
+def test_editing_one_caption_encodes_one_caption_and_no_picture(dataset, tiny_sdxl):
+    store = Store(dataset.parent / "store")
+    first = build(dataset, tiny_sdxl, store)
+    (dataset / "disc1.txt").write_text("a kvadring picture of two blue discs")
+    second = build(dataset, tiny_sdxl, store)
+    assert (second.result.computed, second.result.cached) == (0, 3)
+    assert (second.result.extra["captions_computed"], second.result.extra["captions_cached"]) == (
+        1,
+        2,
+    )
+    assert second.result.data_version != first.result.data_version
+    before, after = first.frame.set_index("path"), second.frame.set_index("path")
+    assert (before["entry"] == after["entry"]).all()  # the same posteriors
+    changed = before["caption_entry"] != after["caption_entry"]
+    assert changed.tolist() == [False, True, False]
+
+
+def test_a_shared_caption_is_encoded_once_and_small_pictures_are_reported(dataset, tiny_sdxl):
+    for i in range(3):
+        (dataset / f"disc{i}.txt").write_text("discs")
+    encoded = build(dataset, tiny_sdxl, Store(dataset.parent / "store"), size=96)
+    assert encoded.result.extra["captions_computed"] == 1
+    assert encoded.frame["caption_entry"].nunique() == 1
+    warnings = encoded.result.extra["warnings"]
+    assert "disc1.png: 64x128 is smaller than 96 on its short side: enlarged" in warnings
+    assert "disc0.png" in warnings and "disc2.png" in warnings
+
+
+def test_size_not_a_multiple_of_eight_and_a_model_that_is_not_sdxl(dataset, tiny_sdxl, tiny_sa3):
+    store = Store(dataset.parent / "store")
+    with pytest.raises(ValueError, match="multiple of 8"):
+        build(dataset, tiny_sdxl, store, size=100)
+    encoded = build(dataset, tiny_sa3, store)
+    assert encoded.frame.empty and len(encoded.result.skipped) == 4
+    assert all("not a usable SDXL checkpoint" in s.reason for s in encoded.result.skipped)
