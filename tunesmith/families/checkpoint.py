@@ -133,8 +133,8 @@ RACY_WINDOW_NS = 2_000_000_000
 def model_fingerprint(folder: Path, cache: Path | None = None) -> str:
     """sha256 over (relative path, sha256 of content) of every fingerprinted file under `folder`.
 
-    Fingerprinted: `*.safetensors`, `*.json`, `*.model`, `*.txt`, at any depth; names starting with "."
-    (tunesmith's markers, temporary files) are skipped. Pickle weights are never loaded, so
+    Fingerprinted: `*.safetensors`, `*.json`, `*.model`, `*.txt`, at any depth; names starting
+    with "." (tunesmith's markers, temporary files) are skipped. Pickle weights are never loaded, so
     they are not part of it. Works on a whole checkpoint or on one component (`folder / "vae"`).
 
     `cache`, if given, is a JSON file (written atomically, created if missing) mapping each
