@@ -22,7 +22,7 @@ def main() -> None:
         run = resolve_run(extras["run"], Path(extras["config_source"]), 0)
         placement = Placement(**extras["placement"], reason="chosen by the asset")
         items = pd.DataFrame(extras["items"])
-        train_run = _trainer(run.family)
+        train_run = _trainer(run.family, placement.backend)
         run_dir = Path(extras["run_dir"])
         run_dir.mkdir(parents=True, exist_ok=True)
         # underfit's progress bar goes to train.log; validation lines go to the Dagster run.
@@ -45,12 +45,17 @@ def main() -> None:
         )
 
 
-def _trainer(family: str):
-    if family == "stable-audio-3":
+def _trainer(family: str, backend: str = "torch"):
+    """The family's `train_run` for the placement's backend (the same files and result)."""
+    if family == "stable-audio-3" and backend == "mlx":
+        from tunesmith.backends.mlx_train import train_run
+
+        return train_run
+    if family == "stable-audio-3" and backend == "torch":
         from tunesmith.families.stable_audio_3.train import train_run
 
         return train_run
-    raise ValueError(f"the {family} family has no trainer yet")
+    raise ValueError(f"the {family} family has no {backend} trainer yet")
 
 
 if __name__ == "__main__":
