@@ -15,9 +15,9 @@ from tunesmith.adapters.underfit_format import AdapterFileError, validate_file
 from tunesmith.report import Skipped, StageResult, read_report
 from tunesmith.store import content_key
 from tunesmith.train import stage as engine
-from tunesmith.train.config import ConfigError, base_model_folder, load_runs, media_kind
+from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
 
-TRAINABLE = {"stable-audio-3": {"torch"}}  # family → backends with a trainer
+TRAINABLE = {"stable-audio-3": {"torch", "mlx"}}  # family → backends with a trainer
 COLUMNS = ["run", "family", "placement", "steps", "steps_per_second", "base_loss",
            "best_loss", "best_step", "best_path", "last_path", "run_dir"]  # fmt: skip
 
@@ -40,7 +40,7 @@ def adapters(
     key = context.partition_key
     folder, roots, out = storage.dataset_folder(key), storage.roots(), storage.dataset_out(key)
     try:
-        runs = load_runs(folder, media_kind(["audio"] if len(encoded) else ["image"]))
+        runs = dataset_runs(folder)
     except ConfigError as exc:
         raise dg.Failure(str(exc)) from exc
     manifest_version = (

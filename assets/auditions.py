@@ -11,7 +11,7 @@ from resources.storage import StorageResource
 from tunesmith.render import auditions as engine
 from tunesmith.render.curve import loss_curve_png
 from tunesmith.report import read_report, update_report
-from tunesmith.train.config import load_runs
+from tunesmith.train.config import dataset_runs
 
 
 @stage_asset(
@@ -29,7 +29,7 @@ def auditions(
 ) -> dg.Output:
     key = context.partition_key
     out = storage.dataset_out(key)
-    configs = {r.name: r for r in load_runs(storage.dataset_folder(key), "audio")}
+    configs = {r.name: r for r in dataset_runs(storage.dataset_folder(key))}
     notes = read_report(out).get("stages", {}).get("renders", {}).get("notes", [])
     pages, result = engine.build_auditions(out, key, configs, adapters, renders, notes)
     metadata = {}

@@ -12,7 +12,7 @@ from tunesmith.families.checkpoint import model_fingerprint
 from tunesmith.families.stable_audio_3 import SAMPLE_RATE
 from tunesmith.families.stable_audio_3.sample import Renderer
 from tunesmith.render import demos as engine
-from tunesmith.train.config import ConfigError, base_model_folder, load_runs
+from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
 
 
 @stage_asset(
@@ -32,7 +32,7 @@ def renders(
     key = context.partition_key
     folder, roots, out = storage.dataset_folder(key), storage.roots(), storage.dataset_out(key)
     try:
-        configs = {r.name: r for r in load_runs(folder, "audio")}
+        configs = {r.name: r for r in dataset_runs(folder)}
     except ConfigError as exc:
         raise dg.Failure(str(exc)) from exc
     runs = [(configs[row["run"]], row) for row in adapters.to_dict("records")]

@@ -39,9 +39,10 @@ def test_labels_recover_the_known_tempo_and_key_of_the_loops(storage, loops_buil
 
 
 @pytest.mark.slow
-def test_rings_are_labelled_from_their_captions(storage, instance):
-    make_examples(Path(storage.datasets_root))
+def test_rings_are_labelled_from_their_captions_and_encoded_for_the_tiny_sdxl(storage, instance):
+    make_examples(Path(storage.datasets_root), Path(storage.models_root))
     md = materialize(instance, storage, "rings")
+    assert md["encoded"]["computed"] == 12 and md["encoded"]["skipped"] == 0
     assert md["labels"]["items"] >= 12 and md["labels"]["skipped"] == 0
     table = pd.read_parquet(Path(storage.out_root) / "rings" / "labels.parquet")
     assert (table["caption_source"] == "txt").all()
@@ -86,7 +87,7 @@ def test_command_line_run_status_and_gc(tmp_path):
     assert report["stages"]["labels"]["cached"] == 11
     assert cli(env, "status", "rings").count("fresh") == len(STAGES)
     gc = json.loads(cli(env, "gc"))
-    assert gc["removed"] == 1  # the old label record of the edited caption
+    assert gc["removed"] == 2  # the edited caption's old label record and its old text encoding
 
 
 @pytest.mark.slow

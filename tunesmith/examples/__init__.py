@@ -1,7 +1,8 @@
 """Example datasets and tiny models, made by code (nothing downloaded).
 
 `loops` (audio at known tempi and keys) trains a Stable Audio 3 adapter on the tiny
-Stable Audio 3 in `<models>/tiny-stable-audio-3`; `rings` (drawn images) is for SDXL.
+Stable Audio 3 in `<models>/tiny-stable-audio-3`; `rings` (drawn images) is encoded for
+the tiny SDXL in `<models>/tiny-sdxl`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 
 TINY_SA3 = "tiny-stable-audio-3"
+TINY_SDXL = "tiny-sdxl"
+
+# The rings' run: the tiny SDXL at a size its 8x VAE turns into 8x8 latents.
+RINGS_TOML = f"""\
+# Written by `tunesmith examples`. Every key not given takes the family's default.
+[[runs]]
+name = "rings-lora"
+family = "sdxl"
+base_model = "{TINY_SDXL}"
+trigger = "rngstyle"
+
+[runs.train]
+size = 64
+steps = 200
+"""
 
 # The loops' run: the tiny model, a trigger word, and a run short enough for a CPU.
 LOOPS_TOML = f"""\
@@ -57,8 +73,11 @@ def make_examples(datasets_root: Path, models_root: Path | None = None) -> dict[
     make_loops(folders["loops"])
     atomic_write_text(folders["loops"] / "tunesmith.toml", LOOPS_TOML)
     make_rings(folders["rings"])
+    atomic_write_text(folders["rings"] / "tunesmith.toml", RINGS_TOML)
     if models_root is not None:
         from tunesmith.examples.tiny_models import make_tiny_stable_audio_3
+        from tunesmith.examples.tiny_sdxl import make_tiny_sdxl
 
         folders[TINY_SA3] = make_tiny_stable_audio_3(models_root / TINY_SA3)
+        folders[TINY_SDXL] = make_tiny_sdxl(models_root / TINY_SDXL)
     return folders

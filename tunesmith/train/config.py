@@ -61,6 +61,7 @@ class TrainConfig:
     eval_every: int = 100  # validation (and samples) cadence
     holdout: int | None = None  # None: a tenth of the items, 1 to 4
     trigger_probability: float = 0.8  # underfit prompt templates: trigger prepended 80%
+    size: int = 1024  # images: the square side pictures are fitted to (SDXL's own 1024)
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,8 @@ def _validate(run: RunConfig, where: str) -> None:
         problems.append(f"train.cfg_dropout must be in [0, 1), got {t.cfg_dropout!r}")
     if t.grad_clip < 0:
         problems.append(f"train.grad_clip must be ≥ 0 (0 = off), got {t.grad_clip!r}")
+    if not isinstance(t.size, int) or t.size < 8 or t.size % 8:
+        problems.append(f"train.size must be a positive multiple of 8, got {t.size!r}")
     if t.holdout is not None and t.holdout < 0:
         problems.append(f"train.holdout must be ≥ 0, got {t.holdout!r}")
     if problems:
@@ -231,3 +234,11 @@ def base_model_folder(run: RunConfig, models_root: Path) -> Path:
 def media_kind(kinds: list[str]) -> str:
     """What a dataset holds, for the default family: audio if any item is audio."""
     return "audio" if "audio" in kinds else "image"
+
+
+def dataset_runs(folder: Path) -> list[RunConfig]:
+    """`load_runs` with the media kind read from the folder's file names."""
+    from tunesmith.dataset.manifest import kind_of
+
+    kinds = [kind_of(p) for p in folder.rglob("*") if not p.name.startswith(".")]
+    return load_runs(folder, media_kind(kinds))
