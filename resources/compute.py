@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 
 import dagster as dg
 from pydantic import Field
@@ -38,7 +39,8 @@ class ComputeResource(dg.ConfigurableResource):
 
     Environment variables are read each time `placement()` is called, not when the resource
     is built. A pin the stage or machine cannot honour raises ValueError naming where the pin
-    came from.
+    came from, except one environment value for every stage ("TUNESMITH_BACKEND=mlx"): a
+    stage without that backend is placed automatically and its placement's reason says so.
     """
 
     backend: str = Field(
@@ -60,11 +62,23 @@ class ComputeResource(dg.ConfigurableResource):
     )
 
     def placement(self, stage: str, family: str | None, backends: Iterable[str]) -> Placement:
+        backends = frozenset(backends)
+        env_value, env_for_every_stage = _env_backend(stage)
         backend, backend_from = _first(
             (self.stages.get(stage, ""), f"config stages[{stage!r}]"),
             (self.backend, "config backend"),
-            (_env_backend(stage), ENV_BACKEND),
+            (env_value, ENV_BACKEND),
         )
+        note = ""
+        if (
+            backend_from == ENV_BACKEND
+            and env_for_every_stage
+            and backend not in backends | {"auto"}
+        ):
+            # One value for every stage ("TUNESMITH_BACKEND=mlx") means "where a stage has it":
+            # a stage without that backend is placed automatically, and its placement says so.
+            note = f"; {ENV_BACKEND}={backend} skipped: no {backend} implementation of {stage}"
+            backend, backend_from = "auto", "default"
         device, device_from = _first(
             (self.device, "config device"), (os.environ.get(ENV_DEVICE, ""), ENV_DEVICE)
         )
@@ -72,9 +86,8 @@ class ComputeResource(dg.ConfigurableResource):
             (self.dtype, "config dtype"), (os.environ.get(ENV_DTYPE, ""), ENV_DTYPE)
         )
         try:
-            return place(
-                stage, family, frozenset(backends), backend=backend, device=device, dtype=dtype
-            )
+            chosen = place(stage, family, backends, backend=backend, device=device, dtype=dtype)
+            return replace(chosen, reason=chosen.reason + note) if note else chosen
         except ValueError as err:
             raise ValueError(
                 f"{err} [backend={backend!r} from {backend_from}, "
@@ -90,8 +103,9 @@ def _first(*candidates: tuple[str, str]) -> tuple[str, str]:
     return "auto", "default"
 
 
-def _env_backend(stage: str) -> str:
-    """This stage's backend from TUNESMITH_BACKEND: "mlx", or "adapters=mlx,encoded=torch"."""
+def _env_backend(stage: str) -> tuple[str, bool]:
+    """This stage's backend from TUNESMITH_BACKEND ("mlx", or "adapters=mlx,encoded=torch"),
+    and whether it is the value for every stage rather than this stage's own."""
     raw = os.environ.get(ENV_BACKEND, "")
     default, per_stage = "", {}
     for entry in (e.strip() for e in raw.split(",")):
@@ -108,4 +122,6 @@ def _env_backend(stage: str) -> str:
             )
         else:
             per_stage[name] = value
-    return per_stage.get(stage, default)
+    if stage in per_stage:
+        return per_stage[stage], False
+    return default, True

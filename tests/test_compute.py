@@ -207,6 +207,12 @@ def test_resource_per_stage_pin_applies_to_that_stage_only():
 def test_env_backend_mlx_on_this_machine_is_mlx_cpu(monkeypatch):
     monkeypatch.setenv("TUNESMITH_BACKEND", "mlx")
     assert str(ComputeResource().placement("adapters", "sdxl", BOTH)) == "mlx/cpu/float32"
+    # one value for every stage applies where a stage has it; the others say why not
+    placed = ComputeResource().placement("encoded", "sdxl", TORCH_ONLY)
+    assert str(placed) == "torch/cpu/float32"
+    assert "TUNESMITH_BACKEND=mlx skipped: no mlx implementation of encoded" in placed.reason
+    # a pin for that very stage is still an error
+    monkeypatch.setenv("TUNESMITH_BACKEND", "encoded=mlx")
     with pytest.raises(ValueError, match=r"no mlx implementation.*from TUNESMITH_BACKEND"):
         ComputeResource().placement("encoded", "sdxl", TORCH_ONLY)
 

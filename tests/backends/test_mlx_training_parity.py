@@ -200,11 +200,12 @@ def test_a_materialization_on_mlx_writes_a_valid_checkpoint_and_says_mlx(
     from tests.pipelines.test_encoded import make_dataset
     from tunesmith.adapters.underfit_format import validate_file
 
-    # Per stage: `encoded` has no MLX implementation, so a bare "mlx" would refuse it.
-    monkeypatch.setenv("TUNESMITH_BACKEND", "adapters=mlx")
+    # One value for every stage: training takes MLX; `encoded` (torch only) says it could not.
+    monkeypatch.setenv("TUNESMITH_BACKEND", "mlx")
     make_dataset(Path(storage.datasets_root), tiny_sa3)
     stages = materialize(instance, storage, "songs")
     assert stages["adapters"]["placement"] == "mlx/cpu/float32"
+    assert stages["renders"]["placement"] == "torch/cpu/float32"
     assert stages["checks"]["underfit_contract"]
     report = json.loads((Path(storage.out_root) / "songs" / "report.json").read_text())
     (run,) = report["stages"]["adapters"]["runs"]
