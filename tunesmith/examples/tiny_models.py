@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from tunesmith.families.checkpoint import quiet_loading
 from tunesmith.families.stable_audio_3 import check_checkpoint
 
 MARKER = ".tunesmith-tiny-model.json"  # hidden: model_fingerprint skips it
@@ -104,16 +105,25 @@ SAME_QK_GAIN = 4.0  # see _sharpen_same_attention
 
 
 def make_tiny_stable_audio_3(folder: Path, seed: int = 0) -> Path:
-    """Write a tiny Stable Audio 3 checkpoint to `folder`; returns `folder`.
+    """Write a tiny Stable Audio 3 checkpoint to `folder`; returns `folder` (see write_tiny)."""
+    return write_tiny(
+        Path(folder),
+        _config_hash(seed),
+        lambda: build_tiny_stable_audio_3(seed),
+        lambda pipe: _marker(pipe, seed, _config_hash(seed)),
+        check_checkpoint,
+    )
 
-    Idempotent: a folder already holding a complete checkpoint of the same config and seed is
-    left as it is. The checkpoint is written to a temporary sibling folder and renamed into
-    place, so an interrupted run leaves no half-written `folder`. A `folder` that exists and
-    is neither empty nor a tiny model made here is refused (FileExistsError), never replaced.
+
+def write_tiny(folder: Path, config_hash: str, build, marker, check) -> Path:
+    """Write the pipeline `build()` makes to `folder`, with `marker(pipe)` as its marker.
+
+    Idempotent: a folder already holding a complete checkpoint (`check` passes) with the same
+    config hash is left as it is. The checkpoint is written to a temporary sibling folder and
+    renamed into place, so an interrupted run leaves no half-written `folder`. A `folder` that
+    exists and is neither empty nor a tiny model made here is refused (FileExistsError).
     """
-    folder = Path(folder)
-    config_hash = _config_hash(seed)
-    if _is_complete(folder, config_hash):
+    if _is_complete(folder, config_hash, check):
         return folder
     if folder.exists() and any(folder.iterdir()) and not (folder / MARKER).is_file():
         raise FileExistsError(
@@ -125,11 +135,12 @@ def make_tiny_stable_audio_3(folder: Path, seed: int = 0) -> Path:
     tmp = folder.parent / f".tmp-{folder.name}-{uuid.uuid4().hex[:12]}"
     tmp.mkdir()
     try:
-        pipe = build_tiny_stable_audio_3(seed)
-        pipe.save_pretrained(tmp, safe_serialization=True)
-        marker = json.dumps(_marker(pipe, seed, config_hash), indent=2, sort_keys=True)
-        (tmp / MARKER).write_text(marker + "\n", encoding="utf-8")  # written last
-        _move_into_place(tmp, folder, config_hash)
+        pipe = build()
+        with quiet_loading():  # no "Writing model shards" progress bars
+            pipe.save_pretrained(tmp, safe_serialization=True)
+        text = json.dumps(marker(pipe), indent=2, sort_keys=True)
+        (tmp / MARKER).write_text(text + "\n", encoding="utf-8")  # written last
+        _move_into_place(tmp, folder, config_hash, check)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
@@ -258,16 +269,16 @@ def _marker(pipe, seed: int, config_hash: str) -> dict:
     }
 
 
-def _is_complete(folder: Path, config_hash: str) -> bool:
+def _is_complete(folder: Path, config_hash: str, check) -> bool:
     try:
         marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-        check_checkpoint(folder)
+        check(folder)
     except (OSError, ValueError):  # no marker, bad JSON, or an incomplete checkpoint
         return False
     return isinstance(marker, dict) and marker.get("config_hash") == config_hash
 
 
-def _move_into_place(tmp: Path, folder: Path, config_hash: str) -> None:
+def _move_into_place(tmp: Path, folder: Path, config_hash: str, check) -> None:
     """Rename `tmp` to `folder`, replacing an empty folder or an older tiny model."""
     old = None
     if folder.exists() and any(folder.iterdir()):
@@ -277,7 +288,7 @@ def _move_into_place(tmp: Path, folder: Path, config_hash: str) -> None:
         os.replace(tmp, folder)  # rename(2): atomic, and replaces an empty folder
     except OSError:
         # Another process put a checkpoint there meanwhile; keep it if it is the same one.
-        if not _is_complete(folder, config_hash):
+        if not _is_complete(folder, config_hash, check):
             raise
     finally:
         if old is not None:

@@ -25,17 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 import torch
 
-from tunesmith.families.checkpoint import quiet_loading
+from tunesmith.examples.tiny_models import write_tiny
 from tunesmith.families.sdxl.model import check_checkpoint
 
-MARKER = ".tunesmith-tiny-model.json"  # hidden: model_fingerprint skips it
 FORMAT = 1  # bump when the builder changes what it writes for the same config and seed
 
 TEXT_DIM = 32  # both text encoders' hidden size; real 768 (CLIP-L) and 1280 (bigG)
@@ -110,36 +106,15 @@ TINY_SDXL_CONFIG: dict[str, dict] = {
 
 
 def make_tiny_sdxl(folder: Path, seed: int = 0) -> Path:
-    """Write a tiny SDXL checkpoint to `folder`; returns `folder`.
-
-    Idempotent: a folder already holding a complete checkpoint of the same config and seed is
-    left as it is. The checkpoint is written to a temporary sibling folder and renamed into
-    place, so an interrupted run leaves no half-written `folder`. A `folder` that exists and
-    is neither empty nor a tiny model made here is refused (FileExistsError), never replaced.
-    """
-    folder = Path(folder)
-    config_hash = _config_hash(seed)
-    if _is_complete(folder, config_hash):
-        return folder
-    if folder.exists() and any(folder.iterdir()) and not (folder / MARKER).is_file():
-        raise FileExistsError(
-            f"{folder} exists and is not a tiny model made by tunesmith (no {MARKER}); "
-            "refusing to replace it. Choose an empty or new folder."
-        )
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    # Path.mkdir (not mkdtemp, which makes it 0700) so the folder gets the usual permissions.
-    tmp = folder.parent / f".tmp-{folder.name}-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
-    try:
-        pipe = build_tiny_sdxl(seed)
-        with quiet_loading():  # no "Writing model shards" progress bars
-            pipe.save_pretrained(tmp, safe_serialization=True)
-        marker = json.dumps(_marker(pipe, seed, config_hash), indent=2, sort_keys=True)
-        (tmp / MARKER).write_text(marker + "\n", encoding="utf-8")  # written last
-        _move_into_place(tmp, folder, config_hash)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+    """Write a tiny SDXL checkpoint to `folder`; returns `folder` (see `write_tiny`: idempotent,
+    atomic, and a folder it did not make is refused)."""
+    return write_tiny(
+        Path(folder),
+        _config_hash(seed),
+        lambda: build_tiny_sdxl(seed),
+        lambda pipe: _marker(pipe, seed, _config_hash(seed)),
+        check_checkpoint,
+    )
 
 
 def build_tiny_sdxl(seed: int = 0):
@@ -240,29 +215,3 @@ def _marker(pipe, seed: int, config_hash: str) -> dict:
             "transformers": transformers.__version__,
         },
     }
-
-
-def _is_complete(folder: Path, config_hash: str) -> bool:
-    try:
-        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-        check_checkpoint(folder)
-    except (OSError, ValueError):  # no marker, bad JSON, or an incomplete checkpoint
-        return False
-    return isinstance(marker, dict) and marker.get("config_hash") == config_hash
-
-
-def _move_into_place(tmp: Path, folder: Path, config_hash: str) -> None:
-    """Rename `tmp` to `folder`, replacing an empty folder or an older tiny model."""
-    old = None
-    if folder.exists() and any(folder.iterdir()):
-        old = folder.parent / f".tmp-old-{folder.name}-{uuid.uuid4().hex[:12]}"
-        os.replace(folder, old)
-    try:
-        os.replace(tmp, folder)  # rename(2): atomic, and replaces an empty folder
-    except OSError:
-        # Another process put a checkpoint there meanwhile; keep it if it is the same one.
-        if not _is_complete(folder, config_hash):
-            raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
