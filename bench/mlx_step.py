@@ -26,21 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mlx.core as mx  # noqa: E402
 import torch  # noqa: E402
+from train_step import BATCH, CROP, DIT, RANK, make_model  # noqa: E402  (same model, batch)
 
-BATCH, CROP, RANK, WARMUP = 2, 256, 16, 3
-DIT = dict(embed_dim=256, depth=6, num_heads=4)
-
-
-def make_model(folder: Path) -> None:
-    from diffusers import StableAudio3DiTModel
-
-    from tunesmith.examples.tiny_models import TINY_SA3_CONFIG, build_tiny_stable_audio_3
-
-    pipe = build_tiny_stable_audio_3(0)
-    torch.manual_seed(0)
-    pipe.transformer = StableAudio3DiTModel(**{**TINY_SA3_CONFIG["transformer"], **DIT})
-    pipe.register_modules(transformer=pipe.transformer)
-    pipe.save_pretrained(folder, safe_serialization=True)
+WARMUP = 3
 
 
 def devices() -> tuple[str, str]:
