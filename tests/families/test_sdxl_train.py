@@ -1,0 +1,194 @@
+"""SDXL LoRA training on the tiny model: the files diffusers loads give the trainer's own answer
+to the bit, the gradient is the loss's slope, every B has a gradient, a short run beats the base."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from tunesmith.examples.tiny_sdxl import make_tiny_sdxl
+from tunesmith.families.sdxl import encode_captions, encode_images, load_pipeline
+from tunesmith.families.sdxl.train import (
+    Picture,
+    SdxlLora,
+    ValidationSet,
+    split_holdout,
+    time_ids,
+    train_sdxl,
+)
+
+SIZE = 64
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny UNet's ops are far too small to share out: one thread is ~40x faster here."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_sdxl(tmp_path_factory) -> Path:
+    return make_tiny_sdxl(tmp_path_factory.mktemp("models") / "tiny-sdxl", seed=0)
+
+
+def _rings(seed: int) -> np.ndarray:
+    """A flat ground with discs wearing thick dark rings."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[:SIZE, :SIZE]
+    img = np.empty((SIZE, SIZE, 3), np.uint8)
+    img[:] = rng.integers(60, 200, 3)
+    for _ in range(3):
+        cy, cx, r = rng.integers(12, 52), rng.integers(12, 52), rng.integers(6, 12)
+        d = np.hypot(y - cy, x - cx)
+        img[d < r + 3] = (20, 20, 20)
+        img[d < r] = rng.integers(100, 255, 3)
+    return img
+
+
+@pytest.fixture(scope="module")
+def pictures(tiny_sdxl) -> list[Picture]:
+    pipe = load_pipeline(tiny_sdxl, skip=("unet",))
+    out = []
+    for i in range(4):
+        pixels = torch.as_tensor(_rings(i)).permute(2, 0, 1)[None].float() / 127.5 - 1
+        mean, logvar = encode_images(pipe.vae, pixels)
+        embeds, pooled = encode_captions(pipe, [f"a kvadring picture number {i}"])
+        ids = time_ids((SIZE, SIZE), (0, 0), (SIZE, SIZE))
+        out.append(Picture(mean[0], logvar[0], embeds[0].float(), pooled[0].float(), ids))
+    return out
+
+
+def _trainer(tiny_sdxl, rank=4, alpha=8.0) -> tuple[object, SdxlLora]:
+    pipe = load_pipeline(tiny_sdxl)
+    lora = SdxlLora(pipe.unet, pipe.scheduler, pipe.vae.config.scaling_factor, rank, alpha)
+    return pipe, lora
+
+
+def _randomise_b(lora: SdxlLora, seed: int = 1) -> None:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for b in lora.b_parameters():
+            b.copy_(torch.randn(b.shape, generator=g) * 0.05)
+
+
+def _inputs(pictures, level=500):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn((1, *pictures[0].mean.shape), generator=g)
+    t = torch.tensor([level])
+    return x, t
+
+
+def _unet(unet, pictures, x, t):
+    p = pictures[0]
+    with torch.no_grad():
+        return unet(
+            x,
+            t,
+            encoder_hidden_states=p.prompt_embeds[None],
+            added_cond_kwargs={"text_embeds": p.pooled[None], "time_ids": p.time_ids[None]},
+        ).sample
+
+
+def test_step_zero_is_the_base_model(tiny_sdxl, pictures):
+    pipe, lora = _trainer(tiny_sdxl)
+    base = load_pipeline(tiny_sdxl)
+    x, t = _inputs(pictures)
+    assert torch.equal(_unet(pipe.unet, pictures, x, t), _unet(base.unet, pictures, x, t))
+    names = lora.named_factors()
+    assert names and all(n.rsplit(".", 1)[-1] in ("to_q", "to_k", "to_v", "0") for n in names)
+    assert all(float(b.detach().abs().sum()) == 0 for b in lora.b_parameters())
+
+
+def test_written_files_load_in_diffusers_to_the_bit(tiny_sdxl, pictures, tmp_path):
+    from diffusers import StableDiffusionXLPipeline
+
+    pipe, lora = _trainer(tiny_sdxl)
+    _randomise_b(lora)
+    x, t = _inputs(pictures)
+    ours = _unet(pipe.unet, pictures, x, t)
+    lineage = {"tunesmith.base_model": "tiny-sdxl", "tunesmith.run": "test"}
+    peft_path = lora.save_peft(tmp_path / "a.safetensors", lineage)
+    kohya_path = lora.save_kohya(tmp_path / "a.kohya.safetensors", lineage, name="a", steps=3)
+
+    keys = load_file(peft_path)
+    assert all(k.startswith("unet.") for k in keys) and len(keys) == 2 * len(lora.named_factors())
+    with safe_open(kohya_path, "pt") as f:
+        meta, kkeys = f.metadata(), list(f.keys())
+    assert all(k.startswith("lora_unet_") for k in kkeys)
+    assert sum(k.endswith(".alpha") for k in kkeys) == len(lora.named_factors())
+    assert meta["ss_network_dim"] == "4" and meta["ss_network_alpha"] == "8"
+    assert meta["modelspec.architecture"] == "stable-diffusion-xl-v1-base/lora"
+    assert meta["tunesmith.run"] == "test"
+
+    for path in (peft_path, kohya_path):
+        other = StableDiffusionXLPipeline.from_pretrained(tiny_sdxl, local_files_only=True)
+        other.load_lora_weights(str(path.parent), weight_name=path.name)
+        theirs = _unet(other.unet, pictures, x, t)
+        assert torch.equal(ours, theirs), path.name
+        assert not torch.equal(theirs, _unet(load_pipeline(tiny_sdxl).unet, pictures, x, t))
+
+    # diffusers' own conversion of the kohya keys gives back the PEFT factors and alphas
+    from diffusers.loaders.lora_conversion_utils import _convert_non_diffusers_lora_to_diffusers
+
+    converted, alphas = _convert_non_diffusers_lora_to_diffusers(load_file(kohya_path))
+    assert len(converted) == len(keys) and set(alphas.values()) == {8.0}
+
+
+@pytest.mark.parametrize("level", [50, 500, 950])
+def test_slope_matches_backward(tiny_sdxl, pictures, level):
+    pipe, lora = _trainer(tiny_sdxl)
+    _randomise_b(lora)
+    pics = pictures[:2]
+    g = torch.Generator().manual_seed(level)
+    shape = (len(pics), *pics[0].mean.shape)
+    eps1, noise = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+    t = torch.full((len(pics),), level)
+    lora.backward(pics, t, eps1, noise)
+    bs = lora.b_parameters()
+    grads = [b.grad.detach().clone() for b in bs]
+    sq = sum(float((gr.double() ** 2).sum()) for gr in grads)
+    eps = 1e-2 / sq**0.5  # a step of length 1e-2 along the gradient
+
+    def moved(sign):
+        with torch.no_grad():
+            for b, gr in zip(bs, grads, strict=True):
+                b.add_(sign * eps * gr)
+            value = float(lora.loss(pics, t, eps1, noise))
+            for b, gr in zip(bs, grads, strict=True):
+                b.sub_(sign * eps * gr)
+        return value
+
+    slope = (moved(1) - moved(-1)) / (2 * eps)
+    assert 0.999 <= slope / sq <= 1.001, (slope, sq)
+
+
+def test_first_step_check_raises_on_a_dead_layer(tiny_sdxl, pictures):
+    _, lora = _trainer(tiny_sdxl)
+    t, eps1, noise = lora.draw(pictures[:1], torch.Generator().manual_seed(0))
+    lora.backward(pictures[:1], t, eps1, noise)  # every B has a gradient: no error
+    lora.b_parameters()[0].grad.zero_()
+    with pytest.raises(RuntimeError, match="zero"):
+        lora.check_gradients()
+
+
+def test_short_run_beats_the_base(tiny_sdxl, pictures, tmp_path):
+    _, lora = _trainer(tiny_sdxl, rank=4, alpha=4.0)
+    train, held, note = split_holdout(pictures)
+    assert "training pictures" in note and held is train
+    validation = ValidationSet.make(held, seed=0)
+    result = train_sdxl(
+        lora, train, validation, steps=40, lr=3e-3, eval_every=10, out=tmp_path, name="rings"
+    )
+    assert result.validations[0] == (0, result.base_loss)
+    assert result.best_loss < result.base_loss, result.validations
+    assert result.best_path == tmp_path / "rings.safetensors" and result.best_path.is_file()
+    assert (tmp_path / "rings.kohya.safetensors").is_file()
+    assert (result.last_path is None) == (result.best_step == 40)

@@ -1,0 +1,416 @@
+"""Training SDXL LoRA adapters on the UNet, as kvad and diffusers' train_text_to_image_lora_sdxl do.
+
+One step (shared/reference/sdxl-tune-kvad.md, "What a run does"):
+
+    x0  = (mean + exp(logvar / 2)·ε₁) · scaling_factor   a fresh draw from the stored posterior
+    t   ~ uniform over the scheduler's 1000 levels
+    x_t = √ᾱ_t·x0 + √(1 − ᾱ_t)·ε                          ᾱ from the scheduler's own alphas_cumprod
+    loss = mean((UNet(x_t, t, prompt_embeds, text_embeds = pooled, time_ids) − target)²)
+
+with target ε, or v = √ᾱ_t·ε − √(1 − ᾱ_t)·x0 where the scheduler says `v_prediction`, and
+time_ids = [orig_h, orig_w, crop_top, crop_left, size, size] as
+`StableDiffusionXLPipeline._get_add_time_ids` builds them.
+
+The adapter: PEFT LoRA on every `to_q`, `to_k`, `to_v`, `to_out.0` of the UNet, the layer answering
+W·x + (alpha/rank)·B·(A·x), A random and B zero, so step 0 is exactly the base model.
+
+Where the UNet runs in half precision the loss goes into backward as a sum and the fp32 adapter
+gradients are divided back by the element count: a mean's per-element gradient (≈1e-5 at 1024²)
+is rounded away in fp16 (kvad measured cosine 0.934 against fp32 without this).
+
+Files:
+    PEFT      keys `unet.<module>.lora_A.weight` / `.lora_B.weight` and the LoraConfig under
+              safetensors metadata `lora_adapter_metadata` (what diffusers itself writes), so
+              `StableDiffusionXLPipeline.load_lora_weights` loads it with the same alpha
+    kohya     keys `lora_unet_<module with _>.lora_down.weight` / `.lora_up.weight` / `.alpha`
+              (diffusers' module names, which ComfyUI and diffusers' kohya conversion both map),
+              with kohya's `ss_*` and Stability's `modelspec.*` metadata
+Both carry the caller's lineage metadata (strings) unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+TARGET_MODULES = ("to_q", "to_k", "to_v", "to_out.0")
+VALIDATION_LEVELS = (125, 375, 625, 875)
+RANK = 16
+ADAPTER = "default"
+PEFT_METADATA_KEY = "lora_adapter_metadata"  # diffusers.loaders.lora_base.LORA_ADAPTER_METADATA_KEY
+
+
+@dataclass
+class Picture:
+    """One training picture as the `encoded` stage stores it, ready for a step."""
+
+    mean: torch.Tensor  # [4, h, w] posterior mean, unscaled
+    logvar: torch.Tensor  # [4, h, w]
+    prompt_embeds: torch.Tensor  # [77, C1 + C2]
+    pooled: torch.Tensor  # [P]
+    time_ids: torch.Tensor  # [6]
+    name: str = ""
+
+
+def time_ids(
+    original_size: tuple[int, int], crop_top_left: tuple[int, int], target_size: tuple[int, int]
+) -> torch.Tensor:
+    """SDXL's size and crop conditioning, as `StableDiffusionXLPipeline._get_add_time_ids`:
+    list(original_size + crops_coords_top_left + target_size)."""
+    return torch.tensor([*original_size, *crop_top_left, *target_size], dtype=torch.float32)
+
+
+def pictures_from_store(frame, store) -> list[Picture]:
+    """`Picture`s from the `encoded` stage's frame (one row per picture) and its store."""
+    from tunesmith.families.sdxl.encoded import load_caption, load_posterior
+
+    out = []
+    for row in frame.to_dict("records"):
+        mean, logvar = load_posterior(store, row["entry"])
+        embeds, pooled = load_caption(store, row["caption_entry"])
+        ids = time_ids(
+            (int(row["original_height"]), int(row["original_width"])),
+            (int(row["crop_top"]), int(row["crop_left"])),
+            (int(row["size"]), int(row["size"])),
+        )
+        out.append(Picture(mean, logvar, embeds, pooled, ids, row["path"]))
+    return out
+
+
+@dataclass
+class ValidationSet:
+    """Held-out pictures with fixed noise: per picture and level, ε₁ (the posterior draw) and ε."""
+
+    pictures: list[Picture]
+    levels: tuple[int, ...] = VALIDATION_LEVELS
+    eps1: list[torch.Tensor] = field(default_factory=list)  # [L, 4, h, w] per picture
+    noise: list[torch.Tensor] = field(default_factory=list)
+
+    @classmethod
+    def make(cls, pictures: list[Picture], seed: int = 0, levels=VALIDATION_LEVELS):
+        g = torch.Generator().manual_seed(seed)
+        shape = lambda p: (len(levels), *p.mean.shape)  # noqa: E731
+        eps1 = [torch.randn(shape(p), generator=g) for p in pictures]
+        noise = [torch.randn(shape(p), generator=g) for p in pictures]
+        return cls(pictures, tuple(levels), eps1, noise)
+
+
+class SdxlLora:
+    """The UNet with PEFT LoRA on its attention projections, and the loss it is trained with."""
+
+    def __init__(
+        self,
+        unet,
+        scheduler,
+        scaling_factor: float,
+        rank: int = RANK,
+        alpha: float | None = None,
+        seed: int = 0,
+    ) -> None:
+        from peft import LoraConfig
+
+        self.unet, self.scheduler = unet, scheduler
+        self.scaling_factor = float(scaling_factor)
+        self.rank, self.alpha = int(rank), float(alpha if alpha is not None else rank)
+        self.config = LoraConfig(
+            r=self.rank,
+            lora_alpha=self.alpha,
+            target_modules=list(TARGET_MODULES),
+            init_lora_weights=True,  # A: kaiming-uniform, B: zero
+        )
+        unet.requires_grad_(False)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)  # the adapters' initial A: the same every time
+            unet.add_adapter(self.config, adapter_name=ADAPTER)
+        for p in self.parameters():
+            p.data = p.data.float()  # adapter factors (and so their gradients) in fp32
+        unet.eval()  # no dropout in the tiny or the real UNet; eval keeps it so
+        self.device, self.dtype = unet.device, unet.dtype
+        self.half = self.dtype in (torch.float16, torch.bfloat16)
+        self.alphas_cumprod = scheduler.alphas_cumprod.to(torch.float64)
+        self.levels = int(scheduler.config.num_train_timesteps)
+        self.prediction_type = scheduler.config.prediction_type
+        if self.prediction_type not in ("epsilon", "v_prediction"):
+            raise ValueError(f"prediction_type {self.prediction_type!r}: epsilon or v_prediction")
+        self._checked = False
+
+    # -- the factors ----------------------------------------------------------------------
+
+    def named_factors(self) -> dict[str, tuple[nn.Parameter, nn.Parameter]]:
+        """module name → (A weight [r, in], B weight [out, r]), in the UNet's module order."""
+        out = {}
+        for name, module in self.unet.named_modules():
+            if hasattr(module, "lora_A") and ADAPTER in getattr(module, "lora_A", {}):
+                out[name] = (module.lora_A[ADAPTER].weight, module.lora_B[ADAPTER].weight)
+        return out
+
+    def parameters(self) -> list[nn.Parameter]:
+        return [p for a, b in self.named_factors().values() for p in (a, b)]
+
+    def b_parameters(self) -> list[nn.Parameter]:
+        return [b for _, b in self.named_factors().values()]
+
+    # -- the loss ---------------------------------------------------------------------------
+
+    def unet_output(self, x_t: torch.Tensor, t: torch.Tensor, pictures: list[Picture]):
+        """The UNet's answer for `pictures`' conditioning (fp32 copy of its output)."""
+        embeds = torch.stack([p.prompt_embeds for p in pictures]).to(self.device, self.dtype)
+        pooled = torch.stack([p.pooled for p in pictures]).to(self.device, self.dtype)
+        ids = torch.stack([p.time_ids for p in pictures]).to(self.device, self.dtype)
+        return self.unet(
+            x_t.to(self.dtype),
+            t.to(self.device),
+            encoder_hidden_states=embeds,
+            added_cond_kwargs={"text_embeds": pooled, "time_ids": ids},
+        ).sample.float()
+
+    def squared_error(
+        self,
+        pictures: list[Picture],
+        t: torch.Tensor,
+        eps1: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> torch.Tensor:
+        """Σ (UNet(x_t) − target)² over every element, fp32, for levels `t` [B] (ints)."""
+        mean = torch.stack([p.mean for p in pictures]).to(self.device, torch.float32)
+        logvar = torch.stack([p.logvar for p in pictures]).to(self.device, torch.float32)
+        x0 = (mean + torch.exp(0.5 * logvar) * eps1.to(mean)) * self.scaling_factor
+        noise = noise.to(mean)
+        ac = self.alphas_cumprod.to(self.device)[t.to(self.device)].float()[:, None, None, None]
+        x_t = ac.sqrt() * x0 + (1 - ac).sqrt() * noise
+        if self.prediction_type == "v_prediction":
+            target = ac.sqrt() * noise - (1 - ac).sqrt() * x0
+        else:
+            target = noise
+        prediction = self.unet_output(x_t, t, pictures)
+        return ((prediction - target) ** 2).sum()
+
+    def loss(self, pictures, t, eps1, noise) -> torch.Tensor:
+        """mean((UNet(x_t, t, caption) − target)²), fp32."""
+        return self.squared_error(pictures, t, eps1, noise) / eps1.numel()
+
+    def draw(self, pictures: list[Picture], generator: torch.Generator):
+        """(t [B], ε₁, ε) for one step: a level uniform over the scheduler's, fresh noises."""
+        shape = (len(pictures), *pictures[0].mean.shape)
+        t = torch.randint(0, self.levels, (len(pictures),), generator=generator)
+        eps1 = torch.randn(shape, generator=generator)
+        noise = torch.randn(shape, generator=generator)
+        return t, eps1, noise
+
+    def backward(self, pictures, t, eps1, noise) -> float:
+        """Gradients of the mean loss on the factors; returns the loss.
+
+        In half precision the sum goes into backward and the fp32 gradients are divided back."""
+        count = eps1.numel()
+        if self.half:
+            total = self.squared_error(pictures, t, eps1, noise)
+            total.backward()
+            for p in self.parameters():
+                if p.grad is not None:
+                    p.grad.div_(count)
+            value = total.detach().item() / count
+        else:
+            loss = self.loss(pictures, t, eps1, noise)
+            loss.backward()
+            value = loss.detach().item()
+        if not self._checked:
+            self.check_gradients()
+            self._checked = True
+        return value
+
+    def check_gradients(self) -> None:
+        """Every layer's B has a gradient that is finite and not zero (raise otherwise)."""
+        bad = []
+        for name, (_, b) in self.named_factors().items():
+            g = b.grad
+            if g is None or not torch.isfinite(g).all() or not g.abs().sum() > 0:
+                why = (
+                    "none" if g is None else ("not finite" if not torch.isfinite(g).all() else "0")
+                )
+                bad.append(f"{name} ({why})")
+        if bad:
+            raise RuntimeError(
+                f"{len(bad)} LoRA B gradient(s) missing, not finite or zero at the first step: "
+                + ", ".join(bad[:10])
+                + (" …" if len(bad) > 10 else "")
+            )
+
+    @torch.no_grad()
+    def validation_loss(self, validation: ValidationSet) -> float:
+        """Mean loss over held-out pictures × levels with their fixed noise."""
+        total, count = 0.0, 0
+        for picture, eps1, noise in zip(
+            validation.pictures, validation.eps1, validation.noise, strict=True
+        ):
+            for i, level in enumerate(validation.levels):
+                t = torch.tensor([level])
+                total += self.squared_error([picture], t, eps1[i : i + 1], noise[i : i + 1]).item()
+                count += eps1[i].numel()
+        return total / count
+
+    # -- files ------------------------------------------------------------------------------
+
+    def peft_state_dict(self) -> dict[str, torch.Tensor]:
+        """`unet.<module>.lora_A.weight` / `lora_B.weight`, fp32, as diffusers writes them."""
+        out = {}
+        for name, (a, b) in self.named_factors().items():
+            out[f"unet.{name}.lora_A.weight"] = a.detach().float().cpu().contiguous()
+            out[f"unet.{name}.lora_B.weight"] = b.detach().float().cpu().contiguous()
+        return out
+
+    def kohya_state_dict(self) -> dict[str, torch.Tensor]:
+        """`lora_unet_<module>.lora_down.weight` (A), `.lora_up.weight` (B), `.alpha`."""
+        out = {}
+        for name, (a, b) in self.named_factors().items():
+            key = "lora_unet_" + name.replace(".", "_")
+            out[f"{key}.lora_down.weight"] = a.detach().float().cpu().contiguous()
+            out[f"{key}.lora_up.weight"] = b.detach().float().cpu().contiguous()
+            out[f"{key}.alpha"] = torch.tensor(self.alpha, dtype=torch.float32)
+        return out
+
+    def peft_metadata(self) -> dict[str, str]:
+        config = {}
+        for key, value in self.config.to_dict().items():
+            config[f"unet.{key}"] = sorted(value) if isinstance(value, set) else value
+        return {PEFT_METADATA_KEY: json.dumps(config, indent=2, sort_keys=True, default=str)}
+
+    def save_peft(self, path: Path, lineage: dict[str, str] | None = None) -> Path:
+        meta = {"format": "pt", **(lineage or {}), **self.peft_metadata()}
+        return _save(self.peft_state_dict(), path, meta)
+
+    def save_kohya(
+        self, path: Path, lineage: dict[str, str] | None = None, name: str = "", steps: int = 0
+    ) -> Path:
+        now = datetime.now(UTC)
+        meta = {
+            "format": "pt",
+            **(lineage or {}),
+            "ss_network_module": "networks.lora",
+            "ss_network_dim": str(self.rank),
+            "ss_network_alpha": _number(self.alpha),
+            "ss_network_args": json.dumps({"target": list(TARGET_MODULES)}),
+            "ss_base_model_version": "sdxl_base_v1-0",
+            "ss_v2": "False",
+            "ss_output_name": name,
+            "ss_steps": str(steps),
+            "ss_training_finished_at": str(now.timestamp()),
+            "ss_sd_model_name": lineage.get("tunesmith.base_model", "") if lineage else "",
+            "modelspec.sai_model_spec": "1.0.0",
+            "modelspec.architecture": "stable-diffusion-xl-v1-base/lora",
+            "modelspec.implementation": "https://github.com/Stability-AI/generative-models",
+            "modelspec.title": name,
+            "modelspec.date": now.strftime("%Y-%m-%d"),
+            "modelspec.resolution": "",
+            "modelspec.prediction_type": self.prediction_type,
+        }
+        return _save(self.kohya_state_dict(), path, meta)
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _save(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file(tensors, tmp, metadata={k: str(v) for k, v in metadata.items()})
+    tmp.replace(path)
+    return path
+
+
+# -------------------------------------------------------------------------------------------
+# A small loop: AdamW, constant lr, a validation loss every `eval_every` steps (base first).
+
+
+@dataclass
+class TrainResult:
+    base_loss: float
+    validations: list[tuple[int, float]]  # (step, validation loss), step 0 = the base model
+    losses: list[float]  # training loss per step
+    best_step: int
+    best_loss: float
+    best_path: Path | None
+    last_path: Path | None
+    seconds: float
+
+
+def split_holdout(pictures: list[Picture], holdout: int | None = None):
+    """(train, held out, note): a tenth held out, 1 to 4, unless `holdout` says; fewer than 5
+    pictures: validation on the training pictures, and the note says so."""
+    if holdout is None:
+        holdout = 0 if len(pictures) < 5 else min(4, max(1, len(pictures) // 10))
+    if holdout <= 0:
+        return (
+            pictures,
+            pictures,
+            (
+                f"{len(pictures)} picture(s): too few to hold any out; the validation loss is on "
+                "training pictures and says how well they are fitted, not how well others would be"
+            ),
+        )
+    return pictures[:-holdout], pictures[-holdout:], ""
+
+
+def train_sdxl(
+    lora: SdxlLora,
+    train: list[Picture],
+    validation: ValidationSet,
+    steps: int,
+    lr: float = 1e-4,
+    eval_every: int = 50,
+    batch_size: int = 1,
+    seed: int = 0,
+    out: Path | None = None,
+    name: str = "adapter",
+    lineage: dict[str, str] | None = None,
+) -> TrainResult:
+    """Train, measuring the validation loss at step 0 (the base) and every `eval_every` steps;
+    the best adapter is written to `out/NAME.safetensors` (PEFT) and `NAME.kohya.safetensors`,
+    the last step's to `NAME.last.safetensors` where it differs from the best."""
+    start = time.perf_counter()
+    params = lora.parameters()
+    optimizer = torch.optim.AdamW(params, lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    base = lora.validation_loss(validation)
+    validations, losses = [(0, base)], []
+    best_step, best_loss, best_path = 0, base, None
+    for step in range(1, steps + 1):
+        picks = torch.randint(0, len(train), (batch_size,), generator=g).tolist()
+        pictures = [train[i] for i in picks]
+        t, eps1, noise = lora.draw(pictures, g)
+        optimizer.zero_grad(set_to_none=True)
+        loss = lora.backward(pictures, t, eps1, noise)
+        if not math.isfinite(loss):
+            raise RuntimeError(f"step {step}: the loss is {loss}")
+        optimizer.step()
+        losses.append(loss)
+        if step % eval_every == 0 or step == steps:
+            value = lora.validation_loss(validation)
+            validations.append((step, value))
+            if value < best_loss:
+                best_step, best_loss = step, value
+                if out is not None:
+                    best_path = _write(lora, out, name, lineage, step, "")
+    last_path = None
+    if out is not None and best_step != steps:
+        last_path = _write(lora, out, name, lineage, steps, ".last")
+    return TrainResult(
+        base, validations, losses, best_step, best_loss, best_path, last_path,
+        time.perf_counter() - start,
+    )  # fmt: skip
+
+
+def _write(lora: SdxlLora, out: Path, name: str, lineage, step: int, suffix: str) -> Path:
+    meta = {**(lineage or {}), "tunesmith.step": str(step)}
+    path = lora.save_peft(Path(out) / f"{name}{suffix}.safetensors", meta)
+    lora.save_kohya(Path(out) / f"{name}{suffix}.kohya.safetensors", meta, name=name, steps=step)
+    return path
