@@ -44,12 +44,11 @@ from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 from tunesmith.adapters import sa3_names, torch_lora
 from tunesmith.adapters.targets import select_targets
-from tunesmith.adapters.underfit_format import checkpoint_filename, write_adapter_file
 from tunesmith.backends import mlx_convert, mlx_lora
 from tunesmith.backends.mlx_sa3 import cross_attention_context
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import model
-from tunesmith.families.stable_audio_3.train import DEFAULT_INCLUDE, Objective, _permute_rows
+from tunesmith.families.stable_audio_3.train import DEFAULT_INCLUDE, Objective
 from tunesmith.train import loop, timesteps
 from tunesmith.train.config import RunConfig
 from tunesmith.train.data import Batch, Sampler, Split, load_items, split_holdout
@@ -285,17 +284,10 @@ class MLXObjective:
 
     adapter_config = Objective.adapter_config
 
-    def save(self, folder: Path, step: int, epoch: int, metadata: dict[str, str], name=None):
-        """Write the adapter as underfit's file, exactly as the torch path writes it."""
-        path = folder / (name or checkpoint_filename(self.run.name, step, epoch))
-        return write_adapter_file(
-            path,
-            mlx_lora.adapter_state(self.modules),
-            self.adapter_config(step, epoch),
-            to_checkpoint_name=sa3_names.to_underfit,
-            permute_rows=_permute_rows,
-            extra_metadata=metadata,
-        )
+    save = Objective.save  # the same file as the torch path, from this adapter_state
+
+    def adapter_state(self) -> dict[str, torch.Tensor]:
+        return mlx_lora.adapter_state(self.modules)
 
     # --- resumable state ----------------------------------------------------------------------
 

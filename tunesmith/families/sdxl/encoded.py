@@ -27,9 +27,11 @@ latent channels, size): what a trainer needs to turn a posterior into a training
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,21 +70,6 @@ class Encoded:
     keys: list[str]  # store entries used (gc roots)
 
 
-class _Lazy:
-    """The pipeline without its UNet, loaded on first use only: a no-change run loads nothing."""
-
-    def __init__(self, folder: Path, placement: Placement) -> None:
-        self.folder, self.placement, self._pipe = folder, placement, None
-
-    def __call__(self):
-        if self._pipe is None:
-            # Encoders run in float32 whatever the placement's dtype (see the docstring).
-            self._pipe = model.load_pipeline(
-                self.folder, torch.float32, self.placement.device, skip=("unet",)
-            )
-        return self._pipe
-
-
 def build_encoded(
     folder: Path,
     labels: pd.DataFrame,
@@ -108,7 +95,13 @@ def build_encoded(
             continue
         vae_fp = model_fingerprint(checkpoint / "vae", fingerprint_cache)
         text_fp = text_fingerprint(checkpoint, fingerprint_cache)
-        pipe = _Lazy(checkpoint, placement)
+        # Encoders run in float32 whatever the placement's dtype (see the docstring); the
+        # pipeline without its UNet is loaded on first use only: a no-change run loads nothing.
+        pipe = functools.cache(
+            lambda c=checkpoint: model.load_pipeline(
+                c, torch.float32, placement.device, skip=("unet",)
+            )
+        )
         for item in items:
             key = picture_key(item["sha256"], vae_fp, size, placement)
             try:
@@ -186,7 +179,7 @@ def _files_hash(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _encode_picture(path: Path, label: str, pipe: _Lazy, store: Store, key: str, size: int):
+def _encode_picture(path: Path, label: str, pipe: Callable, store: Store, key: str, size: int):
     image = images.load_image(path, label)
     plan = images.fit_plan(image.width, image.height, size)
     pixels = images.fit_square(image, size)

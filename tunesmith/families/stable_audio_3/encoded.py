@@ -17,8 +17,10 @@ fingerprint. The model is loaded only when something is missing from the store.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,19 +59,6 @@ class Encoded:
     keys: list[str]  # store entries used (gc roots)
 
 
-class _Lazy:
-    """The pipeline, loaded on first use only: a no-change run never loads a model."""
-
-    def __init__(self, folder: Path, placement: Placement) -> None:
-        self.folder, self.placement, self._pipe = folder, placement, None
-
-    def __call__(self):
-        if self._pipe is None:
-            # The encoder runs in float32 whatever the placement's dtype (underfit encodes fp32).
-            self._pipe = model.load_pipeline(self.folder, torch.float32, self.placement.device)
-        return self._pipe
-
-
 def build_encoded(
     folder: Path,
     labels: pd.DataFrame,
@@ -96,7 +85,11 @@ def build_encoded(
             encoder=model_fingerprint(checkpoint / "text_encoder", fingerprint_cache),
             tokenizer=model_fingerprint(checkpoint / "tokenizer", fingerprint_cache),
         )
-        pipe = _Lazy(checkpoint, placement)
+        # The encoder runs in float32 whatever the placement's dtype (underfit encodes fp32);
+        # the pipeline is loaded on first use only: a no-change run never loads a model.
+        pipe = functools.cache(
+            lambda c=checkpoint: model.load_pipeline(c, torch.float32, placement.device)
+        )
         target = out / "encoded" / f"{name}-{vae_fp[:8]}"
         for item in items:
             key = content_key(
@@ -144,7 +137,7 @@ def build_encoded(
     return Encoded(frame, result, keys)
 
 
-def _encode_item(path: Path, label: str, pipe: _Lazy, store: Store, key: str) -> None:
+def _encode_item(path: Path, label: str, pipe: Callable, store: Store, key: str) -> None:
     vae = pipe().vae
     audio = media_audio.for_model(path, model.SAMPLE_RATE, vae.downsampling_ratio, label)
     latents = model.encode_audio(vae, audio.samples)

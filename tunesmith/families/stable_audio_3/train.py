@@ -163,12 +163,16 @@ class Objective:
             base_model=self.run.base_model,
         )
 
+    def adapter_state(self) -> dict[str, torch.Tensor]:
+        """The adapter tensors under diffusers' names (torch_lora's layout)."""
+        return torch_lora.adapter_state(self.modules)
+
     def save(self, folder: Path, step: int, epoch: int, metadata: dict[str, str], name=None):
         """Write the adapter as underfit's file; returns its path."""
         path = folder / (name or checkpoint_filename(self.run.name, step, epoch))
         return write_adapter_file(
             path,
-            torch_lora.adapter_state(self.modules),
+            self.adapter_state(),
             self.adapter_config(step, epoch),
             to_checkpoint_name=sa3_names.to_underfit,
             permute_rows=_permute_rows,
