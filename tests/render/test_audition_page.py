@@ -1,4 +1,4 @@
-"""Spectrogram previews and the audition page, the page checked in a real headless Chromium."""
+"""Spectrogram previews and the audition page (audio and image), checked in a headless Chromium."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from urllib.parse import unquote
 import numpy as np
 import pytest
 import soundfile as sf
+from PIL import Image
 
 from tunesmith.render.audition import write_audition_page
 from tunesmith.render.spectrogram import (
@@ -24,7 +25,9 @@ from tunesmith.render.spectrogram import (
 
 SR = 44100
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+IMAGE_SIZE = (96, 64)  # width, height of the image renders
 HOSTILE = 'mystyle </h3><script>window.pwned = 1</script> & "quotes"'
+TEXTS = ["warm analog pads, 90 bpm", "", HOSTILE]
 
 
 def tone(freq: float, seconds: float = 0.5, amp: float = 0.5) -> np.ndarray:
@@ -33,11 +36,19 @@ def tone(freq: float, seconds: float = 0.5, amp: float = 0.5) -> np.ndarray:
     return np.stack([mono, mono]).astype(np.float32)  # [channels, N]
 
 
+def picture(red: int, blue: int) -> np.ndarray:
+    """An IMAGE_SIZE RGB picture: flat red and blue, green rising left to right."""
+    width, height = IMAGE_SIZE
+    pixels = np.empty((height, width, 3), dtype=np.uint8)
+    pixels[..., 0], pixels[..., 2] = red, blue
+    pixels[..., 1] = np.linspace(0, 255, width).astype(np.uint8)
+    return pixels
+
+
 def make_page(folder: Path) -> dict:
     """Three demo prompts with real WAV renders and spectrograms under `folder/renders`."""
     prompts = []
-    texts = ["warm analog pads, 90 bpm", "", HOSTILE]
-    for i, text in enumerate(texts):
+    for i, text in enumerate(TEXTS):
         entry = {"id": f"demo{i}", "prompt": text, "seed": 100 + i, "duration": 0.5,
                  "steps": 8, "cfg": 7.0}  # fmt: skip
         for side, freq in (("base", 220.0 * (i + 1)), ("adapter", 330.0 * (i + 1))):
@@ -50,11 +61,29 @@ def make_page(folder: Path) -> dict:
                            "spectrogram": f"renders/{side}/demo{i}.png"}  # fmt: skip
         entry["adapter"] |= {"strength": 1.0, "step": 200}
         prompts.append(entry)
-    return {
-        "title": "loops · my-style",
-        "run": "my-style",
-        "family": "stable-audio-3",
-        "dataset": "loops",
+    return run_page(prompts, title="loops · my-style", run="my-style", family="stable-audio-3",
+                    dataset="loops")  # fmt: skip
+
+
+def make_image_page(folder: Path) -> dict:
+    """The same three prompts as an image family's: a real PNG per side under `folder/renders`."""
+    prompts = []
+    for i, text in enumerate(TEXTS):
+        entry = {"id": f"demo{i}", "prompt": text, "seed": 100 + i, "steps": 8, "cfg": 7.0}
+        for side, red in (("base", 40), ("adapter", 200)):
+            path = folder / "renders" / side / f"demo{i}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(picture(red, 60 * i)).save(path)
+            entry[side] = {"image": f"renders/{side}/demo{i}.png"}
+        entry["adapter"] |= {"strength": 0.8, "step": 200}
+        prompts.append(entry)
+    return run_page(prompts, title="faces · my-look", run="my-look", family="sdxl",
+                    dataset="faces")  # fmt: skip
+
+
+def run_page(prompts: list[dict], **head: str) -> dict:
+    """A page around `prompts`: the loss history, config, lineage and notes of a run."""
+    return head | {
         "prompts": prompts,
         "validation": [
             {"step": 0, "loss": 1.38},
@@ -141,9 +170,12 @@ def test_stereo_is_mixed_to_mono():
 
 # --- page builder ---------------------------------------------------------------------------
 
+both_kinds = pytest.mark.parametrize("make", [make_page, make_image_page], ids=["audio", "image"])
 
-def test_prompt_text_is_escaped(tmp_path):
-    text = write_audition_page(tmp_path / "audition.html", make_page(tmp_path)).read_text()
+
+@both_kinds
+def test_prompt_text_is_escaped(tmp_path, make):
+    text = write_audition_page(tmp_path / "audition.html", make(tmp_path)).read_text()
     assert "window.pwned" in text  # the text is there, but only as text
     assert "<script>window.pwned" not in text
     assert (
@@ -152,8 +184,9 @@ def test_prompt_text_is_escaped(tmp_path):
     assert text.count("<script>") == 1  # the page's own
 
 
-def test_the_page_names_no_network_address(tmp_path):
-    text = write_audition_page(tmp_path / "audition.html", make_page(tmp_path)).read_text()
+@both_kinds
+def test_the_page_names_no_network_address(tmp_path, make):
+    text = write_audition_page(tmp_path / "audition.html", make(tmp_path)).read_text()
     for needle in ("http:", "https:", "//", "url(", "@import", "fetch(", "XMLHttpRequest"):
         assert needle not in text, needle
     for _, value in page_sources(text):
@@ -169,16 +202,87 @@ def test_every_player_and_picture_points_at_an_existing_file(tmp_path):
         assert (tmp_path / unquote(value)).is_file(), value
 
 
-def test_the_same_page_gives_the_same_bytes(tmp_path):
-    page = make_page(tmp_path)
+def test_an_image_page_shows_each_png_at_its_size_and_plays_nothing(tmp_path):
+    page = make_image_page(tmp_path)
+    text = write_audition_page(tmp_path / "audition.html", page).read_text()
+    media = [(tag, value) for tag, value in page_sources(text) if tag in ("audio", "img")]
+    expected = [f"renders/{side}/demo{i}.png" for i in range(3) for side in ("base", "adapter")]
+    assert media == [("img", path) for path in expected]
+    width, height = IMAGE_SIZE
+    assert text.count(f'width="{width}" height="{height}"') == 6
+    assert 'alt="picture, base"' in text and 'alt="picture, adapter"' in text
+    assert f"{width}×{height} px" in text and "<audio" not in text
+
+
+@both_kinds
+def test_the_same_page_gives_the_same_bytes(tmp_path, make):
+    page = make(tmp_path)
     first = write_audition_page(tmp_path / "a.html", page).read_bytes()
     assert write_audition_page(tmp_path / "b.html", page).read_bytes() == first
+
+
+def fingerprint(text: str) -> str:
+    return text.split('data-fingerprint="', 1)[1].split('"', 1)[0]
+
+
+def test_new_pixels_start_a_fresh_blind_session(tmp_path):
+    page = make_image_page(tmp_path)
+    before = fingerprint(write_audition_page(tmp_path / "a.html", page).read_text())
+    Image.fromarray(picture(41, 0)).save(tmp_path / "renders" / "base" / "demo0.png")
+    assert fingerprint(write_audition_page(tmp_path / "a.html", page).read_text()) != before
 
 
 def test_a_missing_render_is_an_error_naming_it(tmp_path):
     page = make_page(tmp_path)
     (tmp_path / "renders" / "adapter" / "demo1.wav").unlink()
     expected = r"prompts\[1\]\.adapter\.audio = 'renders/adapter/demo1.wav'; no such file"
+    with pytest.raises(ValueError, match=expected):
+        write_audition_page(tmp_path / "audition.html", page)
+
+
+def not_a_png(folder: Path, side: dict) -> None:
+    Image.fromarray(picture(0, 0)).save(folder / side["image"], format="JPEG")
+
+
+@pytest.mark.parametrize(
+    "spoil, expected",
+    [
+        (lambda folder, side: side.pop("image"), r"adapter has neither kind of media; expected"),
+        (
+            lambda folder, side: side.update(audio="renders/base/demo0.png"),
+            r"adapter has both kinds of media \['audio', 'image'\]",
+        ),
+        (
+            lambda folder, side: side.update(spectrogram="renders/base/demo0.png"),
+            r"adapter has both kinds of media \['spectrogram', 'image'\]",
+        ),
+        (
+            lambda folder, side: (folder / side["image"]).unlink(),
+            r"adapter\.image = 'renders/adapter/demo1\.png'; no such file in",
+        ),
+        (not_a_png, r"adapter\.image = 'renders/adapter/demo1\.png'; expected a PNG file"),
+        (
+            lambda folder, side: side.update(image=str(folder / side["image"])),
+            r"adapter\.image = '/.*demo1\.png'; expected a relative path",
+        ),
+    ],
+    ids=["neither", "audio-and-image", "spectrogram-and-image", "missing", "jpeg", "absolute"],
+)
+def test_a_bad_image_side_is_an_error_naming_prompt_and_side(tmp_path, spoil, expected):
+    page = make_image_page(tmp_path)
+    spoil(tmp_path, page["prompts"][1]["adapter"])
+    with pytest.raises(ValueError, match=r"audition page: prompts\[1\]\." + expected):
+        write_audition_page(tmp_path / "audition.html", page)
+    assert not (tmp_path / "audition.html").exists()
+
+
+def test_a_page_holds_one_kind_of_render(tmp_path):
+    page = make_image_page(tmp_path)
+    page["prompts"][2]["base"] = make_page(tmp_path / "audio")["prompts"][2]["base"]
+    expected = (
+        r"prompts\[2\]\.base is an audio side but prompts\[0\]\.base is an image side; "
+        "expected one kind on a page"
+    )
     with pytest.raises(ValueError, match=expected):
         write_audition_page(tmp_path / "audition.html", page)
 
@@ -218,12 +322,14 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
-def open_page(driver, folder: Path) -> None:
-    page = write_audition_page(folder / "audition.html", make_page(folder))
+def open_page(driver, folder: Path, make=make_page) -> dict:
+    spec = make(folder)
+    page = write_audition_page(folder / "audition.html", spec)
     driver.get_log("browser")  # drop what earlier pages logged
     driver.get(page.as_uri())
     driver.execute_script("window.localStorage.clear()")
     driver.refresh()
+    return spec
 
 
 def wait_for(driver, script: str, timeout: float = 10.0):
@@ -255,10 +361,58 @@ def test_page_loads_cleanly_and_every_player_loads_its_file(browser, tmp_path):
 
 
 @needs_chromium
-def test_blind_choices_survive_a_reload_and_are_exported(browser, tmp_path):
+def test_an_image_page_loads_cleanly_and_shows_every_picture(browser, tmp_path):
+    open_page(browser, tmp_path, make_image_page)
+    wait_for(browser, "return [...document.images].every(i => i.complete)")
+    pictures = browser.execute_script(
+        "return [...document.querySelectorAll('figure.side img')].map(i => ({"
+        " natural: [i.naturalWidth, i.naturalHeight], shown: i.getBoundingClientRect().width,"
+        " src: i.currentSrc}))"
+    )
+    assert len(pictures) == 6
+    for shown in pictures:
+        assert shown["natural"] == list(IMAGE_SIZE) and shown["shown"] > 0, shown
+        assert shown["src"].startswith("file:///"), shown
+    assert browser.execute_script("return document.querySelectorAll('audio').length") == 0
+    assert browser.execute_script("return window.pwned === undefined")
+    assert severe(browser) == []
+
+
+@needs_chromium
+def test_blind_images_stay_in_view_and_only_what_names_the_side_hides(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
-    open_page(browser, tmp_path)
+    open_page(browser, tmp_path, make_image_page)
+    figures = (
+        "return [...document.querySelectorAll('figure.side')].map(f => {"
+        " const img = f.querySelector('img');"
+        " return {side: f.dataset.side, alt: img.alt, picture: img.getBoundingClientRect().width,"
+        " label: f.querySelector('.label').getBoundingClientRect().width,"
+        " letter: f.querySelector('.blind-label').textContent}; })"
+    )
+    for shown in browser.execute_script(figures):
+        assert shown["picture"] > 0 and shown["label"] > 0
+        assert shown["alt"] == f"picture, {shown['side']}"
+
+    browser.find_element(By.ID, "blind-toggle").click()
+    for shown in browser.execute_script(figures):
+        assert shown["picture"] > 0, shown  # the pictures are what is judged
+        assert shown["label"] == 0, shown
+        assert shown["alt"] == f"picture {shown['letter']}", shown
+
+    browser.find_element(By.ID, "reveal").click()
+    for shown in browser.execute_script(figures):
+        assert shown["picture"] > 0 and shown["label"] > 0
+        assert shown["alt"] == f"picture, {shown['side']}"
+    assert severe(browser) == []
+
+
+@needs_chromium
+@both_kinds
+def test_blind_choices_survive_a_reload_and_are_exported(browser, tmp_path, make):
+    from selenium.webdriver.common.by import By
+
+    spec = open_page(browser, tmp_path, make)
     browser.find_element(By.ID, "blind-toggle").click()
     picks = {"demo0": "A", "demo1": "B", "demo2": "same"}
     for pid, choice in picks.items():
@@ -278,16 +432,23 @@ def test_blind_choices_survive_a_reload_and_are_exported(browser, tmp_path):
         " aLeft: a.getBoundingClientRect().left < b.getBoundingClientRect().left}; })"
     )
     assert {row["id"]: row["pressed"] for row in shown} == picks
-    assert all(row["aLeft"] for row in shown)  # A is played on the left
+    assert all(row["aLeft"] for row in shown)  # A is played or shown on the left
 
     exported = json.loads(browser.execute_script("return window.tunesmithExport()"))
-    assert exported["run"] == "my-style" and exported["dataset"] == "loops"
+    assert sorted(exported) == [
+        "dataset", "exported_at", "family", "fingerprint", "format", "prompts", "revealed",
+        "run", "summary", "title",
+    ]  # fmt: skip
+    assert exported["format"] == "tunesmith-audition-choices/1"
+    assert exported["run"] == spec["run"] and exported["dataset"] == spec["dataset"]
+    assert exported["summary"]["same"] == 1 and exported["summary"]["unanswered"] == 0
     assert exported["revealed"] is False
     by_id = {row["id"]: row for row in exported["prompts"]}
     assert list(by_id) == ["demo0", "demo1", "demo2"]
     assert by_id["demo2"]["prompt"] == HOSTILE
     for row in shown:
         entry = by_id[row["id"]]
+        assert sorted(entry) == ["a", "b", "choice", "chosen", "id", "prompt"]
         assert entry["a"] == row["a"] and {entry["a"], entry["b"]} == {"adapter", "base"}
         assert entry["choice"] == picks[row["id"]]
     assert by_id["demo0"]["chosen"] == by_id["demo0"]["a"]
@@ -295,7 +456,7 @@ def test_blind_choices_survive_a_reload_and_are_exported(browser, tmp_path):
     assert by_id["demo2"]["chosen"] == "same"
 
     browser.find_element(By.ID, "export").click()
-    target = browser.downloads / "audition-my-style.json"
+    target = browser.downloads / f"audition-{spec['run']}.json"
     deadline = time.monotonic() + 10
     while not target.exists() and time.monotonic() < deadline:
         time.sleep(0.1)

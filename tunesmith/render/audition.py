@@ -1,14 +1,28 @@
 """The audition page of a run: one self-contained HTML file beside its renders.
 
-Per demo prompt the base and adapter renders play side by side with their spectrograms;
-below them the validation-loss curve (inline SVG), the resolved config and the lineage.
-Everything is inline (CSS, JS, SVG): the page opens from `file://` and fetches nothing but
-the renders it names, by relative path. Without JavaScript it is the plain side-by-side
-view; with it, a blind mode shows each pair as A and B in an order drawn in the browser,
-records the listener's pick per prompt in localStorage and exports the picks as JSON
+Per demo prompt the base and adapter renders sit side by side: for an audio family a player
+and a spectrogram per side, for an image family the picture. Below them the
+validation-loss curve (inline SVG), the resolved config and the lineage. Everything is
+inline (CSS, JS, SVG; the strings are in `audition_assets`): the page opens from `file://`
+and fetches nothing but the renders it names, by relative path. Without JavaScript it is the
+plain side-by-side view; with it, a blind mode shows each pair as A and B in an order drawn
+in the browser, hides which is which (labels, alt text and, for audio, the spectrograms)
+until Reveal, records the pick per prompt in localStorage and exports the picks as JSON
 (`window.tunesmithExport()` returns the same JSON string).
 
-The same `page` dict gives the same bytes. Not handled: images (the players are audio).
+`page` holds title, run, dataset, family and prompts; optionally validation (a list of
+{step, loss}) with best_step, best_loss and base_loss, validation_note, config, lineage and
+notes. A prompt holds id, prompt, seed, steps, cfg, base and adapter, and for audio also
+duration (seconds). A side is one of two kinds, the same kind throughout a page:
+
+    {"audio": "renders/base/demo0.wav", "spectrogram": "renders/base/demo0.png"}
+    {"image": "renders/base/demo0.png"}
+
+each a path relative to the page's folder, plus the adapter side's optional strength and
+step (shown in its label). An image must be a PNG; its pixel size comes from its header.
+
+The same `page` dict gives the same bytes. Not handled: video, or a page mixing audio and
+image pairs.
 """
 
 from __future__ import annotations
@@ -17,14 +31,20 @@ import hashlib
 import html
 import json
 import math
+import struct
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tunesmith.render.audition_assets import BLIND_HINTS, CSS, JS, TOOLBAR
 from tunesmith.store.atomic import atomic_write_text
 
 SVG_WIDTH, SVG_HEIGHT = 640, 260
 MARGIN = {"left": 64, "right": 24, "top": 28, "bottom": 44}
+SIDES = ("base", "adapter")
+# The media keys of a side, by kind; a side holds exactly one kind's keys.
+MEDIA = {"audio": ("audio", "spectrogram"), "image": ("image",)}
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def write_audition_page(path: Path, page: dict) -> Path:
@@ -40,7 +60,8 @@ def audition_html(page: dict, folder: Path) -> str:
     ids = [_require(p, "id", f"prompts[{i}]") for i, p in enumerate(prompts)]
     if len(set(ids)) != len(ids):
         raise ValueError(f"audition page: prompt ids {ids} repeat; expected unique ids")
-    fingerprint = _fingerprint(prompts, folder)
+    kind = _page_kind(prompts)
+    fingerprint = _fingerprint(prompts, folder, kind)
     head = {
         name: _esc(_require(page, name, "page")) for name in ("title", "run", "dataset", "family")
     }
@@ -53,20 +74,20 @@ def audition_html(page: dict, folder: Path) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<link rel="icon" href="data:,">',  # no favicon request
         f"<title>{head['title']}</title>",
-        f"<style>{_CSS}</style>",
+        f"<style>{CSS}</style>",
         "</head>",
-        f'<body {attrs} data-fingerprint="{fingerprint}">',
+        f'<body {attrs} data-kind="{kind}" data-fingerprint="{fingerprint}">',
         f"<header><h1>{head['title']}</h1><p class=meta>{meta}</p></header>",
-        _TOOLBAR,
+        TOOLBAR.format(hint=BLIND_HINTS[kind]),
         "<main>",
         '<section id="prompts"><h2>Demo prompts</h2>',
-        *(_prompt_html(i, p, folder) for i, p in enumerate(prompts)),
+        *(_prompt_html(i, p, folder, kind) for i, p in enumerate(prompts)),
         "</section>",
         _validation_html(page),
         _tables_html(page),
         _notes_html(page.get("notes") or []),
         "</main>",
-        f"<script>{_JS}</script>",
+        f"<script>{JS}</script>",
         "</body></html>",
         "",
     ]
@@ -83,6 +104,38 @@ def _require(entry: dict, key: str, where: str) -> Any:
     return entry[key]
 
 
+def _side_kind(entry: Any, where: str) -> str:
+    """Which kind of render a side holds, "audio" or "image", from its media keys."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"audition page: {where} is {entry!r}; expected a dict")
+    kinds = [kind for kind, keys in MEDIA.items() if any(key in entry for key in keys)]
+    if len(kinds) != 1:
+        held = [key for keys in MEDIA.values() for key in keys if key in entry]
+        found = f"both kinds of media {held}" if kinds else "neither kind of media"
+        raise ValueError(
+            f"audition page: {where} has {found}; expected 'audio' and 'spectrogram' "
+            "(an audio render) or 'image' (an image render)"
+        )
+    return kinds[0]
+
+
+def _page_kind(prompts: list[dict]) -> str:
+    """The one kind of side on the page; audio when there are no prompts."""
+    first: dict[str, str] = {}  # kind -> where it was first seen
+    for i, prompt in enumerate(prompts):
+        for side in SIDES:
+            where = f"prompts[{i}].{side}"
+            kind = _side_kind(_require(prompt, side, f"prompts[{i}]"), where)
+            first.setdefault(kind, where)
+            if len(first) > 1:
+                other = next(k for k in first if k != kind)
+                raise ValueError(
+                    f"audition page: {where} is an {kind} side but {first[other]} is an "
+                    f"{other} side; expected one kind on a page"
+                )
+    return next(iter(first), "audio")
+
+
 def _media_src(entry: dict, key: str, where: str, folder: Path) -> str:
     """A media path as an escaped relative URL, after checking the file is there."""
     rel = str(_require(entry, key, where))
@@ -93,23 +146,70 @@ def _media_src(entry: dict, key: str, where: str, folder: Path) -> str:
     return _esc(quote(rel, safe="/"))
 
 
-def _fingerprint(prompts: list[dict], folder: Path) -> str:
-    """What the listener hears: settings and media bytes. A new one starts a fresh session."""
+def _png_size(folder: Path, rel: str, where: str) -> tuple[int, int]:
+    """Width and height from a PNG's header (the signature, then IHDR as the first chunk)."""
+    with open(folder / rel, "rb") as file:
+        header = file.read(24)
+    if len(header) < 24 or header[:8] != PNG_SIGNATURE or header[12:16] != b"IHDR":
+        raise ValueError(f"audition page: {where}.image = {rel!r}; expected a PNG file")
+    width, height = struct.unpack(">II", header[16:24])
+    return width, height
+
+
+def _fingerprint(prompts: list[dict], folder: Path, kind: str) -> str:
+    """What is judged: settings and media bytes. A new one starts a fresh session."""
     digest = hashlib.sha256(json.dumps(prompts, sort_keys=True, default=str).encode())
     for i, prompt in enumerate(prompts):
-        for side in ("base", "adapter"):
-            entry = _require(prompt, side, f"prompts[{i}]")
-            for key in ("audio", "spectrogram"):
-                _media_src(entry, key, f"prompts[{i}].{side}", folder)
-                digest.update((folder / entry[key]).read_bytes())
+        for side in SIDES:
+            for key in MEDIA[kind]:
+                _media_src(prompt[side], key, f"prompts[{i}].{side}", folder)
+                digest.update((folder / prompt[side][key]).read_bytes())
     return digest.hexdigest()[:16]
 
 
-def _prompt_html(index: int, prompt: dict, folder: Path) -> str:
+def _side_html(side: str, entry: dict, label: str, where: str, folder: Path, kind: str) -> str:
+    if kind == "audio":
+        audio = _media_src(entry, "audio", where, folder)
+        image = _media_src(entry, "spectrogram", where, folder)
+        alt = f"spectrogram, {side}"
+        media = (
+            f'<audio controls preload="metadata" src="{audio}"></audio>'
+            f'<img class="spectrogram" src="{image}" alt="{alt}" data-alt="{alt}">'
+        )
+    else:
+        image = _media_src(entry, "image", where, folder)
+        width, height = _png_size(folder, entry["image"], where)
+        alt = f"picture, {side}"
+        # width and height reserve the box before the file loads; CSS caps it at the column
+        media = (
+            f'<img class="picture" src="{image}" width="{width}" height="{height}" '
+            f'alt="{alt}" data-alt="{alt}">'
+        )
+    return (
+        f'<figure class="side {side}" data-side="{side}">'
+        f'<figcaption><span class="blind-label"></span>'
+        f'<span class="label">{_esc(label)}</span></figcaption>{media}</figure>'
+    )
+
+
+def _settings_html(prompt: dict, where: str, folder: Path, kind: str) -> str:
+    """The line under a prompt: what both sides were rendered with."""
+    seed, steps = _require(prompt, "seed", where), _require(prompt, "steps", where)
+    cfg = _require(prompt, "cfg", where)
+    if kind == "audio":
+        size = f"{_require(prompt, 'duration', where):g} s"
+    else:
+        sizes = {s: _png_size(folder, prompt[s]["image"], f"{where}.{s}") for s in SIDES}
+        size = " vs ".join(dict.fromkeys(f"{w}×{h}" for w, h in sizes.values())) + " px"
+    return (
+        f'<p class="settings">id <code>{_esc(prompt["id"])}</code> · seed {_esc(seed)} · '
+        f"{_esc(size)} · {_esc(steps)} steps · cfg {_esc(f'{cfg:g}')}</p>"
+    )
+
+
+def _prompt_html(index: int, prompt: dict, folder: Path, kind: str) -> str:
     where = f"prompts[{index}]"
-    pid, text = _require(prompt, "id", where), _require(prompt, "prompt", where)
-    seed, duration = _require(prompt, "seed", where), _require(prompt, "duration", where)
-    steps, cfg = _require(prompt, "steps", where), _require(prompt, "cfg", where)
+    pid, text = prompt["id"], _require(prompt, "prompt", where)
     adapter = prompt["adapter"]
     shown = _esc(text) if text else "<i>(empty prompt)</i>"
     labels = {
@@ -117,28 +217,18 @@ def _prompt_html(index: int, prompt: dict, folder: Path) -> str:
         "adapter": f"Adapter · step {adapter.get('step', '?')} · strength "
         f"{adapter.get('strength', '?')}",
     }
-    sides = []
-    for side, label in labels.items():
-        audio = _media_src(prompt[side], "audio", f"{where}.{side}", folder)
-        image = _media_src(prompt[side], "spectrogram", f"{where}.{side}", folder)
-        sides.append(
-            f'<figure class="side {side}" data-side="{side}">'
-            f'<figcaption><span class="blind-label"></span>'
-            f'<span class="label">{_esc(label)}</span></figcaption>'
-            f'<audio controls preload="metadata" src="{audio}"></audio>'
-            f'<img src="{image}" alt="spectrogram, {side}">'
-            f"</figure>"
-        )
+    sides = "".join(
+        _side_html(side, prompt[side], label, f"{where}.{side}", folder, kind)
+        for side, label in labels.items()
+    )
     choices = "".join(
         f'<button type="button" data-choice="{value}" aria-pressed="false">{name}</button>'
         for value, name in (("A", "A"), ("B", "B"), ("same", "No difference"))
     )
     return (
         f'<article class="prompt" data-prompt-id="{_esc(pid)}" data-prompt="{_esc(text)}">'
-        f"<h3>{shown}</h3>"
-        f'<p class="settings">id <code>{_esc(pid)}</code> · seed {_esc(seed)} · '
-        f"{_esc(f'{duration:g}')} s · {_esc(steps)} steps · cfg {_esc(f'{cfg:g}')}</p>"
-        f'<div class="pair">{"".join(sides)}</div>'
+        f"<h3>{shown}</h3>{_settings_html(prompt, where, folder, kind)}"
+        f'<div class="pair">{sides}</div>'
         f'<div class="choice" role="group" aria-label="Which do you prefer?">'
         f"<span>Preferred:</span>{choices}</div>"
         f"</article>"
@@ -280,212 +370,3 @@ def _notes_html(notes: list[str]) -> str:
         return ""
     items = "".join(f"<li>{_esc(n)}</li>" for n in notes)
     return f'<section id="notes"><h2>Notes</h2><ul>{items}</ul></section>'
-
-
-_TOOLBAR = """<nav class="toolbar" hidden>
-<label><input type="checkbox" id="blind-toggle"> Blind mode</label>
-<button type="button" id="reveal" aria-pressed="false">Reveal</button>
-<span id="progress"></span>
-<span class="blind-hint">listen, then pick; the spectrograms come back with Reveal</span>
-<span class="spacer"></span>
-<button type="button" id="export">Export choices</button>
-<button type="button" id="reset">New session</button>
-<span id="status" role="status"></span>
-</nav>"""
-
-_CSS = """
-:root { --ink: #1d1d24; --muted: #6a6a78; --line: #dcdce4; --accent: #b63679;
-  --soft: #f6f5f8; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }
-body { margin: 0; color: var(--ink); background: #fff; line-height: 1.45; }
-header, main, .toolbar { max-width: 1320px; margin: 0 auto; padding: 0 24px; }
-header { padding-top: 20px; }
-h1 { font-size: 1.5rem; margin: 0 0 4px; }
-h2 { font-size: 1.15rem; margin: 28px 0 10px; border-bottom: 1px solid var(--line);
-  padding-bottom: 4px; }
-h3 { font-size: 1rem; margin: 0 0 2px; font-weight: 600; overflow-wrap: anywhere; }
-.meta, .settings, .muted { color: var(--muted); }
-.meta { margin: 0; }
-.settings { margin: 0 0 10px; font-size: 0.9rem; }
-.toolbar { position: sticky; top: 0; z-index: 1; display: flex; gap: 12px;
-  align-items: center; background: var(--soft); border-bottom: 1px solid var(--line);
-  padding-top: 8px; padding-bottom: 8px; margin-top: 12px; flex-wrap: wrap; }
-.toolbar[hidden] { display: none; }
-.spacer { flex: 1; }
-#status { color: var(--accent); }
-button { font: inherit; padding: 3px 12px; border: 1px solid #b9b9c6; border-radius: 4px;
-  background: #fff; cursor: pointer; }
-button[aria-pressed="true"] { background: var(--accent); border-color: var(--accent);
-  color: #fff; }
-.prompt { border: 1px solid var(--line); border-radius: 6px; padding: 14px 16px;
-  margin: 0 0 16px; }
-.pair { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; }
-@media (max-width: 900px) { .pair { grid-template-columns: 1fr; } }
-.side { margin: 0; min-width: 0; }
-.side figcaption { font-size: 0.9rem; margin-bottom: 4px; font-weight: 600; }
-.side audio { width: 100%; display: block; }
-.side img { width: 100%; height: auto; display: block; margin-top: 6px; border-radius: 3px;
-  aspect-ratio: 600 / 160; background: #000004; }
-.blind-label, .choice { display: none; }
-.blind .blind-label { display: inline; font-size: 1.1rem; margin-right: 8px; }
-.blind .label { display: none; }
-.blind.revealed .label { display: inline; color: var(--accent); }
-.blind .side img { display: none; }
-.blind.revealed .side img { display: block; }
-.blind-hint { display: none; color: var(--muted); font-size: 0.9rem; }
-.blind .blind-hint { display: inline; }
-.blind .choice { display: flex; gap: 8px; align-items: center; margin-top: 12px; }
-.curve-and-table { display: flex; gap: 24px; align-items: flex-start; flex-wrap: wrap; }
-svg.loss { width: 640px; max-width: 100%; height: auto; }
-svg .grid { stroke: #ececf1; } svg .axis { stroke: #9a9aa8; }
-svg .tick, svg .axis-label { font-size: 11px; fill: var(--muted); }
-svg .curve { fill: none; stroke: #51127c; stroke-width: 2; }
-svg .point { fill: #51127c; } svg .base { fill: #fff; stroke: #51127c; stroke-width: 2; }
-svg .best { fill: none; stroke: var(--accent); stroke-width: 2.5; }
-svg .note { font-size: 12px; fill: var(--ink); } svg .best-label { fill: var(--accent); }
-table { border-collapse: collapse; font-size: 0.9rem; }
-td, th { padding: 3px 12px 3px 0; text-align: left; vertical-align: top;
-  border-bottom: 1px solid #efeff3; }
-.numbers td, .numbers th { font-variant-numeric: tabular-nums; text-align: right; }
-.numbers tr.best td { color: var(--accent); font-weight: 600; }
-.kv th { font-weight: normal; color: var(--muted); font-family: ui-monospace, monospace; }
-.kv td { font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
-main { padding-bottom: 48px; }
-"""
-
-# No line comments in here: the page must not contain a double slash anywhere.
-_JS = """
-(function () {
-  "use strict";
-  var body = document.body;
-  var run = body.dataset.run, fingerprint = body.dataset.fingerprint;
-  var key = "tunesmith-audition/" + body.dataset.dataset + "/" + run;
-  var prompts = Array.prototype.slice.call(document.querySelectorAll("article.prompt"));
-  var toggle = document.getElementById("blind-toggle");
-  var revealButton = document.getElementById("reveal");
-  var status = document.getElementById("status");
-  var revealing = false;
-  var state = load();
-
-  function coin() {
-    return (window.crypto.getRandomValues(new Uint8Array(1))[0] & 1) === 1;
-  }
-  function load() {
-    var saved = null;
-    try { saved = JSON.parse(window.localStorage.getItem(key)); } catch (e) { saved = null; }
-    if (!saved || saved.fingerprint !== fingerprint) {
-      saved = {fingerprint: fingerprint, blind: false, revealed: false, order: {}, choices: {}};
-    }
-    prompts.forEach(function (el) {
-      var id = el.dataset.promptId;
-      /* order[id] is the side played as A, drawn once per prompt and kept */
-      if (saved.order[id] !== "base" && saved.order[id] !== "adapter") {
-        saved.order[id] = coin() ? "adapter" : "base";
-      }
-    });
-    return saved;
-  }
-  function save() {
-    try {
-      window.localStorage.setItem(key, JSON.stringify(state));
-    } catch (e) {
-      status.textContent = "This browser does not keep choices (storage is off).";
-    }
-  }
-  function otherSide(side) { return side === "adapter" ? "base" : "adapter"; }
-  function resolve(id) {
-    var a = state.order[id], choice = state.choices[id] || null;
-    var chosen = choice === "A" ? a : choice === "B" ? otherSide(a) : choice;
-    return {a: a, b: otherSide(a), choice: choice, chosen: chosen};
-  }
-  function render() {
-    var done = 0;
-    body.classList.toggle("blind", state.blind);
-    body.classList.toggle("revealed", revealing);
-    toggle.checked = state.blind;
-    revealButton.disabled = !state.blind;
-    revealButton.setAttribute("aria-pressed", String(revealing));
-    revealButton.textContent = revealing ? "Hide" : "Reveal";
-    prompts.forEach(function (el) {
-      var id = el.dataset.promptId, r = resolve(id);
-      if (r.choice) { done += 1; }
-      el.querySelectorAll("figure.side").forEach(function (fig) {
-        var isA = fig.dataset.side === r.a;
-        fig.style.order = state.blind ? (isA ? "0" : "1") : "";
-        fig.querySelector(".blind-label").textContent = isA ? "A" : "B";
-      });
-      el.querySelectorAll("button[data-choice]").forEach(function (button) {
-        button.setAttribute("aria-pressed", String(r.choice === button.dataset.choice));
-      });
-    });
-    document.getElementById("progress").textContent =
-      state.blind ? done + " of " + prompts.length + " chosen" : "";
-  }
-  function exportObject() {
-    var counts = {adapter: 0, base: 0, same: 0, unanswered: 0};
-    var rows = prompts.map(function (el) {
-      var id = el.dataset.promptId, r = resolve(id);
-      counts[r.chosen || "unanswered"] += 1;
-      return {id: id, prompt: el.dataset.prompt, a: r.a, b: r.b,
-              choice: r.choice, chosen: r.chosen};
-    });
-    return {format: "tunesmith-audition-choices/1", title: body.dataset.title, run: run,
-            dataset: body.dataset.dataset, family: body.dataset.family,
-            fingerprint: fingerprint, exported_at: new Date().toISOString(),
-            revealed: state.revealed, summary: counts, prompts: rows};
-  }
-  window.tunesmithExport = function () { return JSON.stringify(exportObject(), null, 2); };
-
-  function download() {
-    var blob = new Blob([window.tunesmithExport() + "\\n"], {type: "application/json"});
-    var url = URL.createObjectURL(blob);
-    var link = document.createElement("a");
-    link.href = url;
-    link.download = "audition-" + run.replace(/[^A-Za-z0-9._-]+/g, "_") + ".json";
-    body.appendChild(link);
-    link.click();
-    link.remove();
-    setTimeout(function () { URL.revokeObjectURL(url); }, 1000);
-  }
-
-  toggle.addEventListener("change", function () {
-    state.blind = toggle.checked;
-    revealing = false;
-    save();
-    render();
-  });
-  revealButton.addEventListener("click", function () {
-    revealing = !revealing;
-    if (revealing) { state.revealed = true; save(); }
-    render();
-  });
-  document.getElementById("export").addEventListener("click", download);
-  document.getElementById("reset").addEventListener("click", function () {
-    if (!window.confirm("Forget the choices and draw a new A/B order?")) { return; }
-    window.localStorage.removeItem(key);
-    revealing = false;
-    state = load();
-    state.blind = true;
-    save();
-    render();
-  });
-  prompts.forEach(function (el) {
-    el.querySelectorAll("button[data-choice]").forEach(function (button) {
-      button.addEventListener("click", function () {
-        state.choices[el.dataset.promptId] = button.dataset.choice;
-        save();
-        render();
-      });
-    });
-  });
-  /* one player at a time: starting one pauses the others */
-  document.addEventListener("play", function (event) {
-    document.querySelectorAll("audio").forEach(function (audio) {
-      if (audio !== event.target) { audio.pause(); }
-    });
-  }, true);
-
-  document.querySelector(".toolbar").hidden = false;
-  save();
-  render();
-})();
-"""
