@@ -11,13 +11,14 @@ import pandas as pd
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
-from tunesmith.adapters.underfit_format import AdapterFileError, validate_file
+from tunesmith.adapters import underfit_format
+from tunesmith.families.sdxl import files as sdxl_files
 from tunesmith.report import Skipped, StageResult, read_report
 from tunesmith.store import content_key
 from tunesmith.train import stage as engine
 from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
 
-TRAINABLE = {"stable-audio-3": {"torch", "mlx"}}  # family → backends with a trainer
+TRAINABLE = {"stable-audio-3": {"torch", "mlx"}, "sdxl": {"torch"}}  # family → backends
 COLUMNS = ["run", "family", "placement", "steps", "steps_per_second", "base_loss",
            "best_loss", "best_step", "best_path", "last_path", "run_dir"]  # fmt: skip
 
@@ -25,10 +26,14 @@ COLUMNS = ["run", "family", "placement", "steps", "steps_per_second", "base_loss
 @stage_asset(
     "adapters",
     engine.STAGE_VERSION,
-    "One adapter per [[runs]] entry of tunesmith.toml: underfit's conventions, a "
-    "validation loss on held-out items, the best and the last checkpoints.",
+    "One adapter per [[runs]] entry of tunesmith.toml (Stable Audio 3: underfit's conventions "
+    "and files; SDXL: PEFT and kohya files), a validation loss on held-out items, the best "
+    "and the last checkpoints.",
     pool=GPU_POOL,
-    check_specs=[dg.AssetCheckSpec("underfit_contract", asset="adapters")],
+    check_specs=[
+        dg.AssetCheckSpec("underfit_contract", asset="adapters"),
+        dg.AssetCheckSpec("sdxl_files", asset="adapters"),
+    ],
 )
 def adapters(
     context: dg.AssetExecutionContext,
@@ -71,10 +76,13 @@ def adapters(
             _train(context, plan, placement, manifest_version, folder)
             computed += 1
         result = engine.read_result(plan)
+        stopped = result.get("extra", {}).get("stopped", "")
+        if stopped:
+            context.log.warning(f"{run.name}: {stopped}")
         rows.append({**{k: result[k] for k in COLUMNS if k in result},
                      "run": run.name, "run_dir": str(plan.run_dir), "history": result["history"],
-                     "validation_note": result["validation_note"]})  # fmt: skip
-    frame = pd.DataFrame(rows, columns=[*COLUMNS, "history", "validation_note"])
+                     "validation_note": result["validation_note"], "stopped": stopped})  # fmt: skip
+    frame = pd.DataFrame(rows, columns=[*COLUMNS, "history", "validation_note", "stopped"])
     result = StageResult(
         stage="adapters",
         data_version=content_key(stage="adapters", keys=keys, rows=frame[COLUMNS].to_json()),
@@ -87,7 +95,8 @@ def adapters(
     )
     table = frame.drop(columns=["history"]).assign(history=frame["history"].map(json.dumps))
     yield stage_output(table, result, out, **_metadata(rows))
-    yield _check(rows)
+    yield _check("underfit_contract", rows, "stable-audio-3", underfit_format.validate_file)
+    yield _check("sdxl_files", rows, "sdxl", sdxl_files.validate_files)
 
 
 def _train(context, plan: engine.RunPlan, placement, manifest_version: str, folder) -> None:
@@ -136,18 +145,21 @@ def _metadata(rows: list[dict]) -> dict:
     }
 
 
-def _check(rows: list[dict]) -> dg.AssetCheckResult:
-    """underfit's validation contract on every adapter file this stage points to."""
+def _check(name: str, rows: list[dict], family: str, validate) -> dg.AssetCheckResult:
+    """The family's file contract on every adapter file this stage points to (underfit's for
+    Stable Audio 3; for SDXL the PEFT file, its kohya twin and the lineage)."""
     problems, checked = [], 0
     for row in rows:
-        for path in (row["best_path"], row["last_path"]):
+        if row["family"] != family:
+            continue
+        for path in dict.fromkeys((row["best_path"], row["last_path"])):
             checked += 1
             try:
-                validate_file(path)
-            except AdapterFileError as exc:
+                validate(path)
+            except ValueError as exc:  # AdapterFileError of either format
                 problems.append(str(exc))
     return dg.AssetCheckResult(
-        check_name="underfit_contract",
+        check_name=name,
         passed=not problems,
         metadata={"files": checked, "problems": "\n".join(problems) or "none"},
     )

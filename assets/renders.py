@@ -9,8 +9,8 @@ from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
 from tunesmith.families.checkpoint import model_fingerprint
-from tunesmith.families.stable_audio_3 import SAMPLE_RATE
-from tunesmith.families.stable_audio_3.sample import Renderer
+from tunesmith.families.sdxl import sample as sdxl_sample
+from tunesmith.families.stable_audio_3 import sample as sa3_sample
 from tunesmith.render import demos as engine
 from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
 
@@ -19,8 +19,8 @@ from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
     "renders",
     engine.STAGE_VERSION,
     "Per run and demo prompt: the base model and the best adapter rendered with the same "
-    "seed through the family's diffusers pipeline (WAV, MP3 where ffmpeg is present, "
-    "spectrogram, JSON sidecar).",
+    "seed through the family's diffusers pipeline (audio: WAV, MP3 where ffmpeg is present, "
+    "spectrogram; images: PNG; a JSON sidecar each).",
     pool=GPU_POOL,
 )
 def renders(
@@ -40,14 +40,18 @@ def renders(
     fingerprints = {
         run.name: model_fingerprint(base_model_folder(run, roots.models), cache) for run, _ in runs
     }
-    placement = compute.placement("renders", "stable-audio-3", {"torch"})
+    placements = {
+        family: compute.placement("renders", family, {"torch"})
+        for family in {r.family for r, _ in runs}
+    }
 
     def renderer(run, adapter):
-        return Renderer(base_model_folder(run, roots.models), placement, adapter)
+        folder, placement = base_model_folder(run, roots.models), placements[run.family]
+        if run.family == "sdxl":
+            return sdxl_sample.Renderer(folder, placement, run.train.size, adapter)
+        return sa3_sample.Renderer(folder, placement, adapter)
 
-    result = engine.build_renders(
-        runs, fingerprints, out, storage.store(), placement, renderer, SAMPLE_RATE
-    )
+    result = engine.build_renders(runs, fingerprints, out, storage.store(), placements, renderer)
     storage.store().set_roots(f"{key}/renders", result.keys)
     for note in result.result.extra.get("notes", []):
         context.log.warning(note)
@@ -55,7 +59,7 @@ def renders(
         result.frame,
         result.result,
         out,
-        placement=str(placement),
+        placement="; ".join(f"{f}: {p}" for f, p in sorted(placements.items())) or "none",
         renders_folder=dg.MetadataValue.path(str(out / "renders")),
         notes="; ".join(result.result.extra.get("notes", [])) or "none",
         demos=dg.MetadataValue.json(json.loads(result.frame.to_json(orient="records"))),

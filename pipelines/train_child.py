@@ -55,6 +55,10 @@ def _trainer(family: str, backend: str = "torch"):
         from tunesmith.families.stable_audio_3.train import train_run
 
         return train_run
+    if family == "sdxl" and backend == "torch":
+        from tunesmith.families.sdxl.run import train_run
+
+        return train_run
     raise ValueError(f"the {family} family has no {backend} trainer yet")
 
 

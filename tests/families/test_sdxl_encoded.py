@@ -81,12 +81,12 @@ def test_each_picture_gives_its_posterior_and_each_caption_both_encoders_outputs
     pipe = model.load_pipeline(tiny_sdxl, skip=("unet",))
     for path in ["disc0.png", "disc1.png", "disc2.png"]:
         row = frame.loc[path]
-        mean, logvar = stage.load_posterior(store, row["entry"])
+        mean, logvar = stage.load_posterior(row["posterior"])
         assert mean.shape == logvar.shape == (4, 8, 8) and mean.dtype == torch.float32
         pixels = fit_square(load_image(dataset / path), SIZE)
         ref_mean, ref_logvar = model.encode_images(pipe.vae, model.pixels_to_tensor(pixels))
         assert torch.equal(mean, ref_mean[0]) and torch.equal(logvar, ref_logvar[0])
-        embeds, pooled = stage.load_caption(store, row["caption_entry"])
+        embeds, pooled = stage.load_caption(row["text"])
         ref_embeds, ref_pooled = model.encode_captions(pipe, [row["caption"]])
         assert torch.equal(embeds, ref_embeds[0]) and torch.equal(pooled, ref_pooled[0])
     # SDXL's size and crop conditioning: original (h, w), top-left of the square in the

@@ -34,8 +34,8 @@ def render(tmp_path, trained, tiny_sa3, name="out"):
     run, row = trained
     out, store = tmp_path / name, Store(tmp_path / f"{name}-store")
     result = build_renders(
-        [(run, row)], {"r": "fp"}, out, store, CPU,
-        lambda run, adapter: Renderer(Path(tiny_sa3), CPU, adapter), SAMPLE_RATE,
+        [(run, row)], {"r": "fp"}, out, store, {"stable-audio-3": CPU},
+        lambda run, adapter: Renderer(Path(tiny_sa3), CPU, adapter),
     )  # fmt: skip
     return result, out, store
 
@@ -73,8 +73,10 @@ def test_an_unchanged_adapter_and_demo_list_renders_nothing_again(tmp_path, trai
         raise AssertionError("a model was loaded")
 
     run, row = trained
-    again = build_renders([(run, row)], {"r": "fp"}, tmp_path / "out",
-                          Store(tmp_path / "out-store"), CPU, refuse, SAMPLE_RATE)  # fmt: skip
+    store = Store(tmp_path / "out-store")
+    again = build_renders(
+        [(run, row)], {"r": "fp"}, tmp_path / "out", store, {"stable-audio-3": CPU}, refuse
+    )
     assert again.result.computed == 0 and again.result.cached == 4
 
 

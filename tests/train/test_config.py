@@ -63,6 +63,11 @@ family = "stable-audio-3"
         ('[[runs]]\nfamily = "midi"', "family must be one of"),
         ("runs = 3", "expected one or more"),
         ("[[runs]\n", "not valid TOML"),
+        ('[[runs]]\nfamily = "sdxl"\n[runs.train]\nsize = 100', "size must be a positive multiple"),
+        ('[[runs]]\nfamily = "sdxl"\n[runs.train]\ncap = 0', "cap must be a number of gigabytes"),
+        ('[[runs]]\nfamily = "sdxl"\n[runs.train]\ncfg_dropout = 0.2', "cfg_dropout: not used by"),
+        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nsize = 512', "size: not used by"),
+        ('[[runs]]\nfamily = "sdxl"\n[runs.adapter]\ntype = "dora-rows"', "sdxl family trains"),
     ],
 )
 def test_bad_config_names_the_file_and_what_was_expected(tmp_path, text, message):

@@ -52,6 +52,7 @@ from tunesmith.families.stable_audio_3.train import DEFAULT_INCLUDE, Objective
 from tunesmith.train import loop, timesteps
 from tunesmith.train.config import RunConfig
 from tunesmith.train.data import Batch, Sampler, Split, load_items, split_holdout
+from tunesmith.train.memory import MemoryCap
 from tunesmith.train.prompts import training_prompt
 from tunesmith.train.state import ResumeError, RunState, latest_state, load_state, save_state
 from tunesmith.train.timesteps import FullShift
@@ -362,7 +363,8 @@ def train(
 
     events = open(run_dir / "events.jsonl", "a", encoding="utf-8")
     by_timestep = open(run_dir / "loss_by_timestep.bin", "ab")
-    trained, train_seconds = 0, 0.0
+    trained, train_seconds, stopped = 0, 0.0, ""
+    cap = MemoryCap(cfg.cap, "cpu")  # the run ends itself past it
     pbar = loop._bar(step, sampler.epoch, progress)
     try:
         while step < cfg.steps:
@@ -408,8 +410,9 @@ def train(
             by_timestep.write(struct.pack("<Iff", step, t_mean, value))
             loop._event(events, "step", step=step, loss=value, lr=lr, t=t_mean,
                         grad_norm=grad_norm, lora_magnitude=magnitude)  # fmt: skip
+            over = cap.passed()
 
-            if step % cfg.eval_every == 0 or step == cfg.steps:
+            if step % cfg.eval_every == 0 or step == cfg.steps or over:
                 measured = validation.loss(objective.loss)
                 history.append({"step": step, "loss": measured})
                 loop._event(events, "validation", step=step, loss=measured)
@@ -422,7 +425,7 @@ def train(
                         objective, checkpoints_dir, step, sampler.epoch, best, metadata
                     )
                     best["path"] = str(path)
-            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps or over:
                 path = objective.save(checkpoints_dir, step, sampler.epoch, metadata)
                 checkpoints.append(str(path))
                 loop._event(events, "checkpoint", step=step, path=str(path))
@@ -443,6 +446,10 @@ def train(
                     ),
                 )
                 by_timestep.flush()
+            if over:
+                stopped = f"stopped at step {step} of {cfg.steps}: {over} (train.cap)"
+                log(f"{run.name}: {stopped}; checkpoint and state kept")
+                break
     finally:
         pbar.close()
         events.close()
@@ -462,7 +469,11 @@ def train(
         validation_note=note,
         resumed_from=resumed_from,
         seconds=time.perf_counter() - start_time,
-        extra={"backend": "mlx", "device": objective.placement.device},
+        extra={
+            "backend": "mlx",
+            "device": objective.placement.device,
+            **({"stopped": stopped} if stopped else {}),
+        },
     )
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 TINY_SA3 = "tiny-stable-audio-3"
 TINY_SDXL = "tiny-sdxl"
 
-# The rings' run: the tiny SDXL at a size its 8x VAE turns into 8x8 latents.
+# The rings' run: the tiny SDXL at a size its 8x VAE turns into 8x8 latents, a learning rate
+# a random tiny UNet moves at in 200 steps (SDXL's usual is 1e-4).
 RINGS_TOML = f"""\
 # Written by `tunesmith examples`. Every key not given takes the family's default.
 [[runs]]
@@ -21,9 +22,28 @@ family = "sdxl"
 base_model = "{TINY_SDXL}"
 trigger = "rngstyle"
 
+[runs.adapter]
+rank = 16
+
 [runs.train]
 size = 64
 steps = 200
+lr = 1e-3
+eval_every = 50
+checkpoint_every = 100
+
+# Drawn with and without the adapter, same seed, at the run's size.
+[[runs.demos]]
+prompt = "{{trigger}}, three discs with thick dark rings on a cream ground"
+seed = 42
+steps = 20
+cfg = 5.0
+
+[[runs.demos]]
+prompt = "a picture"
+seed = 43
+steps = 20
+cfg = 5.0
 """
 
 # The loops' run: the tiny model, a trigger word, and a run short enough for a CPU.

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunesmith.adapters.underfit_format import validate_file
 from tunesmith.render.audition import write_audition_page
 from tunesmith.report import StageResult
 from tunesmith.store import content_key
@@ -65,13 +64,12 @@ def audition_spec(
         pair = {r["side"]: r for r in renders if r["demo"] == f"demo{index}"}
         if set(pair) != {"base", "adapter"}:
             continue
-        sides = {s: {"audio": rel(r["wav"]), "spectrogram": rel(r["spectrogram"])}
-                 for s, r in pair.items()}  # fmt: skip
+        sides = {s: _media(r, rel) for s, r in pair.items()}
         sides["adapter"].update(strength=demo.strength, step=int(trained["best_step"]))
         prompts.append({"id": f"demo{index}", "prompt": demo.prompt, "seed": demo.seed,
                         "duration": demo.duration, "steps": demo.steps, "cfg": demo.cfg,
                         **sides})  # fmt: skip
-    lineage = validate_file(trained["best_path"]).metadata
+    lineage = _lineage(run.family, trained["best_path"])
     return {
         "title": f"{run.name} — auditions",
         "run": run.name,
@@ -87,3 +85,21 @@ def audition_spec(
         "lineage": {k: v for k, v in lineage.items() if k != "tunesmith.training_config"},
         "notes": list(notes),
     }
+
+
+def _media(render: dict, rel) -> dict:
+    """One side of a pair: the picture, or the audio and its spectrogram."""
+    if render.get("image"):
+        return {"image": rel(render["image"])}
+    return {"audio": rel(render["wav"]), "spectrogram": rel(render["spectrogram"])}
+
+
+def _lineage(family: str, path: str) -> dict[str, str]:
+    """The metadata written into the best adapter file, read through its format's check."""
+    if family == "sdxl":
+        from tunesmith.families.sdxl.files import validate_files
+
+        return validate_files(path)
+    from tunesmith.adapters.underfit_format import validate_file
+
+    return validate_file(path).metadata

@@ -1,12 +1,13 @@
 """Stage `renders`: each run's demo prompts, with and without its best adapter.
 
-Per run and demo, two renders with the same prompt, seed, duration, steps and guidance:
-the base model (the adapter at strength 0, which is the base bit for bit) and the best
-adapter at the demo's strength. Each is written as a 16-bit WAV, peak-normalised and cut
-to the requested duration (underfit's demo format), an MP3 beside it where ffmpeg is
-present (`-q:a 0`), a spectrogram PNG and a JSON sidecar with every setting. Renders are
-cached in the store under the base model's fingerprint, the adapter file's hash, the demo
-and the placement: an unchanged adapter and demo list renders nothing again.
+Per run and demo, two renders with the same prompt, seed, steps and guidance: the base model
+(the adapter at strength 0, which is the base bit for bit) and the best adapter at the demo's
+strength. Audio families write a 16-bit WAV, peak-normalised and cut to the demo's duration
+(underfit's demo format), an MP3 beside it where ffmpeg is present (`-q:a 0`) and a
+spectrogram PNG; image families write the picture as a PNG at the run's `size`. Both write a
+JSON sidecar with every setting. Renders are cached in the store under the base model's
+fingerprint, the adapter file's hash, the demo and the placement: an unchanged adapter and
+demo list renders nothing again.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from tunesmith.backends.placement import Placement
 from tunesmith.report import StageResult
 from tunesmith.store import Store, canonical_json, content_key, sha256_file
 from tunesmith.store.atomic import atomic_write_text, link_into
-from tunesmith.train.config import RunConfig
+from tunesmith.train.config import MEDIA_OF_FAMILY, RunConfig
 
 STAGE_VERSION = 1
 SIDES = ("base", "adapter")
-COLUMNS = ["run", "demo", "side", "prompt", "seed", "wav", "mp3", "spectrogram", "sidecar"]
+COLUMNS = ["run", "demo", "side", "prompt", "seed", "wav", "mp3", "spectrogram", "image", "sidecar"]
 
 
 @dataclass
@@ -68,47 +69,59 @@ def build_renders(
     base_fingerprints: dict[str, str],
     out: Path,
     store: Store,
-    placement: Placement,
+    placements: dict[str, Placement],
     renderer: Callable[[RunConfig, Path], object],
-    sample_rate: int,
 ) -> Renders:
     """Render every demo of every (run, adapters-table row) pair.
 
-    `renderer(run, adapter_path)` makes an object with `render(demo, strength) -> [2, N]`;
-    it is called only when something is missing from the store.
+    `placements` maps a family to where it renders. `renderer(run, adapter_path)` makes an
+    object with `render(demo, strength)` (audio: float [2, N] at its `sample_rate`; images:
+    uint8 [H, W, 3]); it is called only when something is missing from the store.
     """
     start = time.perf_counter()
     rows, keys, notes = [], [], []
     cached = computed = 0
     mp3_ok = shutil.which("ffmpeg") is not None
-    if not mp3_ok:
+    if not mp3_ok and any(MEDIA_OF_FAMILY[run.family] == "audio" for run, _ in runs):
         notes.append("ffmpeg not found: WAV only, no MP3")
     for run, trained in runs:
         adapter = Path(trained["best_path"])
         adapter_sha = sha256_file(adapter)
+        placement, image = placements[run.family], MEDIA_OF_FAMILY[run.family] == "image"
         made = None
         for i, demo in enumerate(run.demos):
             for side in SIDES:
                 strength = 0.0 if side == "base" else demo.strength
+                media = {"size": run.train.size} if image else {"mp3": mp3_ok}
                 key = content_key(
                     stage="renders", version=STAGE_VERSION, family=run.family,
                     base=base_fingerprints[run.name], adapter=adapter_sha if strength else None,
                     demo={**asdict(demo), "strength": strength}, placement=placement.as_dict(),
-                    mp3=mp3_ok,
+                    **media,
                 )  # fmt: skip
                 if store.has(key):
                     cached += 1
                 else:
                     made = made or renderer(run, adapter)
-                    samples = made.render(demo, strength)
+                    rendered = made.render(demo, strength)
+                    settings = (
+                        {"width": run.train.size, "height": run.train.size}
+                        if image
+                        else {"duration": demo.duration}
+                    )
                     sidecar = {
-                        "prompt": demo.prompt, "seed": demo.seed, "duration": demo.duration,
+                        "prompt": demo.prompt, "seed": demo.seed, **settings,
                         "steps": demo.steps, "cfg": demo.cfg, "side": side,
                         "adapter": str(adapter) if strength else None, "strength": strength,
                         "training_step": int(trained["best_step"]), "family": run.family,
                         "placement": str(placement), "run": run.name,
                     }  # fmt: skip
-                    _write_entry(store, key, samples, sample_rate, sidecar, mp3_ok)
+                    with store.writing(key) as tmp:
+                        if image:
+                            write_png(rendered, tmp / "image.png")
+                        else:
+                            _write_audio(tmp, rendered, made.sample_rate, mp3_ok)
+                        (tmp / "value.json").write_text(canonical_json(sidecar), encoding="utf-8")
                     computed += 1
                 keys.append(key)
                 rows.append(_publish(store.path(key), out / "renders" / run.name / side, run, i))
@@ -125,21 +138,29 @@ def build_renders(
     return Renders(frame, result, keys)
 
 
-def _write_entry(store, key, samples, sample_rate, sidecar, mp3_ok) -> None:
+def write_png(pixels: np.ndarray, path: Path) -> Path:
+    """uint8 [H, W, 3] as a PNG (Pillow's encoder: the same pixels give the same bytes)."""
+    from PIL import Image
+
+    Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8), "RGB").save(path, format="PNG")
+    return path
+
+
+def _write_audio(tmp: Path, samples, sample_rate: int, mp3_ok: bool) -> None:
     from tunesmith.render.spectrogram import spectrogram_png
 
-    with store.writing(key) as tmp:
-        (tmp / "audio.wav").write_bytes(wav_bytes(samples, sample_rate))
-        if mp3_ok:
-            mp3_from_wav(tmp / "audio.wav", tmp / "audio.mp3")
-        spectrogram_png(samples, sample_rate, tmp / "spectrogram.png")
-        (tmp / "value.json").write_text(canonical_json(sidecar), encoding="utf-8")
+    (tmp / "audio.wav").write_bytes(wav_bytes(samples, sample_rate))
+    if mp3_ok:
+        mp3_from_wav(tmp / "audio.wav", tmp / "audio.mp3")
+    spectrogram_png(samples, sample_rate, tmp / "spectrogram.png")
 
 
 def _publish(entry: Path, folder: Path, run: RunConfig, index: int) -> dict:
     stem = folder / f"demo{index}"
     paths = {}
-    for name, suffix in (("audio.wav", ".wav"), ("audio.mp3", ".mp3"), ("spectrogram.png", ".png")):
+    media = (("audio.wav", ".wav"), ("audio.mp3", ".mp3"), ("spectrogram.png", ".png"),
+             ("image.png", ".png"))  # fmt: skip
+    for name, suffix in media:
         if (entry / name).exists():
             link_into(entry / name, stem.with_suffix(suffix))
             paths[suffix] = str(stem.with_suffix(suffix))
@@ -150,6 +171,8 @@ def _publish(entry: Path, folder: Path, run: RunConfig, index: int) -> dict:
         atomic_write_text(target, text)
     return {
         "run": run.name, "demo": f"demo{index}", "side": sidecar["side"],
-        "prompt": sidecar["prompt"], "seed": sidecar["seed"], "wav": paths[".wav"],
-        "mp3": paths.get(".mp3"), "spectrogram": paths[".png"], "sidecar": str(target),
+        "prompt": sidecar["prompt"], "seed": sidecar["seed"], "wav": paths.get(".wav"),
+        "mp3": paths.get(".mp3"), "sidecar": str(target),
+        "spectrogram": paths[".png"] if ".wav" in paths else None,
+        "image": None if ".wav" in paths else paths[".png"],
     }  # fmt: skip

@@ -62,6 +62,7 @@ class TrainConfig:
     holdout: int | None = None  # None: a tenth of the items, 1 to 4
     trigger_probability: float = 0.8  # underfit prompt templates: trigger prepended 80%
     size: int = 1024  # images: the square side pictures are fitted to (SDXL's own 1024)
+    cap: float | None = None  # GB the run may use; None: three quarters of the machine's
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,12 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "ace-step": {"base_model": "ace-step", "adapter": {"type": "lora"}, "train": {}},
 }
 FAMILY_FOR_MEDIA = {"audio": "stable-audio-3", "image": "sdxl"}
+MEDIA_OF_FAMILY = {"stable-audio-3": "audio", "sdxl": "image", "ace-step": "audio"}
+# Train keys a family has no use for: setting one is an error, not a silent no-op.
+UNUSED_TRAIN_KEYS = {
+    "sdxl": {"timestep_sampler", "cfg_dropout", "latent_crop_length", "trigger_probability"},
+    "stable-audio-3": {"size"},
+}
 
 
 def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
@@ -136,6 +143,14 @@ def resolve_run(raw: dict[str, Any], path: Path, index: int) -> RunConfig:
     train_raw = {**defaults["train"], **raw.get("train", {})}
     _check_keys(adapter_raw, {f.name for f in fields(AdapterConfig)}, f"{where} adapter")
     _check_keys(train_raw, {f.name for f in fields(TrainConfig)}, f"{where} train")
+    given = raw.get("train", {})
+    unused = sorted(
+        k
+        for k in UNUSED_TRAIN_KEYS.get(family, set()) & set(given)
+        if given[k] != getattr(TrainConfig, k)  # a resolved run carries every default
+    )
+    if unused:
+        raise ConfigError(f"{where} train: {', '.join(unused)}: not used by the {family} family")
     for key in ("include", "exclude"):
         if key in adapter_raw:
             adapter_raw[key] = tuple(adapter_raw[key])
@@ -198,6 +213,11 @@ def _validate(run: RunConfig, where: str) -> None:
     problems = []
     if a.type not in ADAPTER_TYPES:
         problems.append(f"adapter.type must be one of {', '.join(ADAPTER_TYPES)}, got {a.type!r}")
+    if run.family == "sdxl" and (a.type != "lora" or a.include or a.exclude):
+        problems.append(
+            "the sdxl family trains adapter.type lora on every attention projection of the "
+            "UNet (no include/exclude)"
+        )
     if not isinstance(a.rank, int) or a.rank < 1:
         problems.append(f"adapter.rank must be an integer ≥ 1, got {a.rank!r}")
     if a.alpha is not None and a.alpha <= 0:
@@ -219,6 +239,10 @@ def _validate(run: RunConfig, where: str) -> None:
         problems.append(f"train.grad_clip must be ≥ 0 (0 = off), got {t.grad_clip!r}")
     if not isinstance(t.size, int) or t.size < 8 or t.size % 8:
         problems.append(f"train.size must be a positive multiple of 8, got {t.size!r}")
+    if t.cap is not None and (
+        isinstance(t.cap, bool) or not isinstance(t.cap, int | float) or not t.cap > 0
+    ):
+        problems.append(f"train.cap must be a number of gigabytes > 0, got {t.cap!r}")
     if t.holdout is not None and t.holdout < 0:
         problems.append(f"train.holdout must be ≥ 0, got {t.holdout!r}")
     if problems:

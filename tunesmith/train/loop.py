@@ -32,6 +32,7 @@ from tqdm import tqdm
 from tunesmith.train import timesteps
 from tunesmith.train.config import RunConfig
 from tunesmith.train.data import Batch, Sampler, Split
+from tunesmith.train.memory import MemoryCap
 from tunesmith.train.prompts import training_prompt
 from tunesmith.train.state import RunState, latest_state, load_state, save_state
 from tunesmith.train.validation import Validation
@@ -125,7 +126,8 @@ def train(
 
     events = open(run_dir / "events.jsonl", "a", encoding="utf-8")
     by_timestep = open(run_dir / "loss_by_timestep.bin", "ab")
-    trained, train_seconds = 0, 0.0
+    trained, train_seconds, stopped = 0, 0.0, ""
+    cap = MemoryCap(cfg.cap, str(getattr(objective, "device", "cpu")))  # ends the run past it
     pbar = _bar(step, sampler.epoch, progress)
     try:
         while step < cfg.steps:
@@ -178,8 +180,9 @@ def train(
             by_timestep.write(struct.pack("<Iff", step, t_mean, value))  # underfit's record
             _event(events, "step", step=step, loss=value, lr=lr, t=t_mean,
                    grad_norm=grad_norm, lora_magnitude=magnitude)  # fmt: skip
+            over = cap.passed()
 
-            if step % cfg.eval_every == 0 or step == cfg.steps:
+            if step % cfg.eval_every == 0 or step == cfg.steps or over:
                 measured = validation.loss(objective.loss)
                 history.append({"step": step, "loss": measured})
                 _event(events, "validation", step=step, loss=measured)
@@ -192,7 +195,7 @@ def train(
                         objective, checkpoints_dir, step, sampler.epoch, best, metadata
                     )
                     best["path"] = str(path)
-            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps or over:
                 path = objective.save(checkpoints_dir, step, sampler.epoch, metadata)
                 checkpoints.append(str(path))
                 _event(events, "checkpoint", step=step, path=str(path))
@@ -213,6 +216,10 @@ def train(
                     ),
                 )
                 by_timestep.flush()
+            if over:
+                stopped = f"stopped at step {step} of {cfg.steps}: {over} (train.cap)"
+                log(f"{run.name}: {stopped}; checkpoint and state kept")
+                break
     finally:
         pbar.close()
         events.close()
@@ -232,6 +239,7 @@ def train(
         validation_note=note,
         resumed_from=resumed_from,
         seconds=time.perf_counter() - start_time,
+        extra={"stopped": stopped} if stopped else {},
     )
 
 

@@ -23,6 +23,11 @@ from tunesmith.store import content_key
 from tunesmith.train.config import RunConfig
 
 STAGE_VERSION = 1
+# What identifies a family's training item in the `encoded` table: its latents and its text.
+ITEM_KEYS = {
+    "stable-audio-3": ("path", "entry", "pieces"),
+    "sdxl": ("path", "entry", "caption_entry"),
+}
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,10 @@ def plan(
     placement: Placement,
     fingerprint_cache: Path,
 ) -> RunPlan:
-    items = encoded[encoded["model"] == checkpoint.name].sort_values("path")
+    mine = encoded["model"] == checkpoint.name
+    if "family" in encoded:
+        mine &= encoded["family"] == run.family
+    items = encoded[mine].dropna(axis=1, how="all").sort_values("path")
     if items.empty:
         raise ValueError(f"run {run.name!r}: nothing was encoded for {checkpoint}")
     fingerprint = model_fingerprint(checkpoint, fingerprint_cache)
@@ -74,7 +82,7 @@ def plan(
         version=STAGE_VERSION,
         family=run.family,
         run=asdict(without_steps),
-        items=[[r["path"], r["entry"], r["pieces"]] for r in items.to_dict("records")],
+        items=[[r[k] for k in ITEM_KEYS[run.family]] for r in items.to_dict("records")],
         base=fingerprint,
         placement=placement.as_dict(),
     )

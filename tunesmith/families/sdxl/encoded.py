@@ -58,7 +58,7 @@ PARAMS = {
     "min_side": images.MIN_SIDE,
 }
 COLUMNS = [
-    "model", "path", "entry", "caption", "caption_entry",
+    "model", "path", "entry", "caption", "caption_entry", "posterior", "text",
     "original_height", "original_width", "crop_top", "crop_left", "size",
 ]  # fmt: skip
 
@@ -118,7 +118,7 @@ def build_encoded(
             keys += [key, caption_key]
             meta = store.read_json(key)
             warnings += [f"{item['path']}: {w}" for w in meta["warnings"]]
-            rows.append(_row(checkpoint.name, item, key, caption_key, meta, size))
+            rows.append(_row(checkpoint.name, item, store, key, caption_key, meta, size))
         if any(row["model"] == checkpoint.name for row in rows):
             details = model.encoder_details(_read_vae_config(checkpoint), size)
             atomic_write_json(
@@ -223,15 +223,15 @@ def cache_caption(
     return key, True
 
 
-def load_posterior(store: Store, key: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean, logvar) [4, size/8, size/8] of a picture entry."""
-    tensors = load_file(store.path(key) / "posterior.safetensors")
+def load_posterior(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, logvar) [4, size/8, size/8] of a picture entry's `posterior.safetensors`."""
+    tensors = load_file(path)
     return tensors["mean"], tensors["logvar"]
 
 
-def load_caption(store: Store, key: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(prompt_embeds [77, C1 + C2], pooled [P]) of a caption entry."""
-    tensors = load_file(store.path(key) / "text.safetensors")
+def load_caption(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """(prompt_embeds [77, C1 + C2], pooled [P]) of a caption entry's `text.safetensors`."""
+    tensors = load_file(path)
     return tensors["prompt_embeds"], tensors["pooled"]
 
 
@@ -239,7 +239,9 @@ def _read_vae_config(checkpoint: Path) -> dict:
     return json.loads((checkpoint / "vae" / "config.json").read_text(encoding="utf-8"))
 
 
-def _row(name: str, item: dict, key: str, caption_key: str, meta: dict, size: int) -> dict:
+def _row(
+    name: str, item: dict, store: Store, key: str, caption_key: str, meta: dict, size: int
+) -> dict:
     height, width = meta["original_size"]
     top, left = meta["crop_top_left"]
     return {
@@ -248,6 +250,8 @@ def _row(name: str, item: dict, key: str, caption_key: str, meta: dict, size: in
         "entry": key,  # the store key of the posterior
         "caption": item["caption"],
         "caption_entry": caption_key,  # the store key of both encoders' outputs
+        "posterior": str(store.path(key) / "posterior.safetensors"),
+        "text": str(store.path(caption_key) / "text.safetensors"),
         "original_height": height,
         "original_width": width,
         "crop_top": top,

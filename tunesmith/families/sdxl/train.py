@@ -1,4 +1,6 @@
-"""Training SDXL LoRA adapters on the UNet, as kvad and diffusers' train_text_to_image_lora_sdxl do.
+"""The SDXL LoRA objective: the UNet with adapters, its loss, and the validation loss.
+
+As kvad and diffusers' train_text_to_image_lora_sdxl train SDXL LoRA adapters.
 
 One step (shared/reference/sdxl-tune-kvad.md, "What a run does"):
 
@@ -18,34 +20,20 @@ Where the UNet runs in half precision the loss goes into backward as a sum and t
 gradients are divided back by the element count: a mean's per-element gradient (≈1e-5 at 1024²)
 is rounded away in fp16 (kvad measured cosine 0.934 against fp32 without this).
 
-Files:
-    PEFT      keys `unet.<module>.lora_A.weight` / `.lora_B.weight` and the LoraConfig under
-              safetensors metadata `lora_adapter_metadata` (what diffusers itself writes), so
-              `StableDiffusionXLPipeline.load_lora_weights` loads it with the same alpha
-    kohya     keys `lora_unet_<module with _>.lora_down.weight` / `.lora_up.weight` / `.alpha`
-              (diffusers' module names, which ComfyUI and diffusers' kohya conversion both map),
-              with kohya's `ss_*` and Stability's `modelspec.*` metadata
-Both carry the caller's lineage metadata (strings) unchanged.
+The loop around it is `run.py`; the files it writes are `files.py`.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 from torch import nn
 
 TARGET_MODULES = ("to_q", "to_k", "to_v", "to_out.0")
 VALIDATION_LEVELS = (125, 375, 625, 875)
 RANK = 16
 ADAPTER = "default"
-PEFT_METADATA_KEY = "lora_adapter_metadata"  # diffusers.loaders.lora_base.LORA_ADAPTER_METADATA_KEY
 
 
 @dataclass
@@ -68,14 +56,14 @@ def time_ids(
     return torch.tensor([*original_size, *crop_top_left, *target_size], dtype=torch.float32)
 
 
-def pictures_from_store(frame, store) -> list[Picture]:
-    """`Picture`s from the `encoded` stage's frame (one row per picture) and its store."""
+def pictures_from_frame(frame) -> list[Picture]:
+    """`Picture`s from the `encoded` stage's frame (one row per picture, its store files)."""
     from tunesmith.families.sdxl.encoded import load_caption, load_posterior
 
     out = []
     for row in frame.to_dict("records"):
-        mean, logvar = load_posterior(store, row["entry"])
-        embeds, pooled = load_caption(store, row["caption_entry"])
+        mean, logvar = load_posterior(row["posterior"])
+        embeds, pooled = load_caption(row["text"])
         ids = time_ids(
             (int(row["original_height"]), int(row["original_width"])),
             (int(row["crop_top"]), int(row["crop_left"])),
@@ -255,162 +243,3 @@ class SdxlLora:
                 total += self.squared_error([picture], t, eps1[i : i + 1], noise[i : i + 1]).item()
                 count += eps1[i].numel()
         return total / count
-
-    # -- files ------------------------------------------------------------------------------
-
-    def peft_state_dict(self) -> dict[str, torch.Tensor]:
-        """`unet.<module>.lora_A.weight` / `lora_B.weight`, fp32, as diffusers writes them."""
-        out = {}
-        for name, (a, b) in self.named_factors().items():
-            out[f"unet.{name}.lora_A.weight"] = a.detach().float().cpu().contiguous()
-            out[f"unet.{name}.lora_B.weight"] = b.detach().float().cpu().contiguous()
-        return out
-
-    def kohya_state_dict(self) -> dict[str, torch.Tensor]:
-        """`lora_unet_<module>.lora_down.weight` (A), `.lora_up.weight` (B), `.alpha`."""
-        out = {}
-        for name, (a, b) in self.named_factors().items():
-            key = "lora_unet_" + name.replace(".", "_")
-            out[f"{key}.lora_down.weight"] = a.detach().float().cpu().contiguous()
-            out[f"{key}.lora_up.weight"] = b.detach().float().cpu().contiguous()
-            out[f"{key}.alpha"] = torch.tensor(self.alpha, dtype=torch.float32)
-        return out
-
-    def peft_metadata(self) -> dict[str, str]:
-        config = {}
-        for key, value in self.config.to_dict().items():
-            config[f"unet.{key}"] = sorted(value) if isinstance(value, set) else value
-        return {PEFT_METADATA_KEY: json.dumps(config, indent=2, sort_keys=True, default=str)}
-
-    def save_peft(self, path: Path, lineage: dict[str, str] | None = None) -> Path:
-        meta = {"format": "pt", **(lineage or {}), **self.peft_metadata()}
-        return _save(self.peft_state_dict(), path, meta)
-
-    def save_kohya(
-        self, path: Path, lineage: dict[str, str] | None = None, name: str = "", steps: int = 0
-    ) -> Path:
-        now = datetime.now(UTC)
-        meta = {
-            "format": "pt",
-            **(lineage or {}),
-            "ss_network_module": "networks.lora",
-            "ss_network_dim": str(self.rank),
-            "ss_network_alpha": _number(self.alpha),
-            "ss_network_args": json.dumps({"target": list(TARGET_MODULES)}),
-            "ss_base_model_version": "sdxl_base_v1-0",
-            "ss_v2": "False",
-            "ss_output_name": name,
-            "ss_steps": str(steps),
-            "ss_training_finished_at": str(now.timestamp()),
-            "ss_sd_model_name": lineage.get("tunesmith.base_model", "") if lineage else "",
-            "modelspec.sai_model_spec": "1.0.0",
-            "modelspec.architecture": "stable-diffusion-xl-v1-base/lora",
-            "modelspec.implementation": "https://github.com/Stability-AI/generative-models",
-            "modelspec.title": name,
-            "modelspec.date": now.strftime("%Y-%m-%d"),
-            "modelspec.resolution": "",
-            "modelspec.prediction_type": self.prediction_type,
-        }
-        return _save(self.kohya_state_dict(), path, meta)
-
-
-def _number(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-
-def _save(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file(tensors, tmp, metadata={k: str(v) for k, v in metadata.items()})
-    tmp.replace(path)
-    return path
-
-
-# -------------------------------------------------------------------------------------------
-# A small loop: AdamW, constant lr, a validation loss every `eval_every` steps (base first).
-
-
-@dataclass
-class TrainResult:
-    base_loss: float
-    validations: list[tuple[int, float]]  # (step, validation loss), step 0 = the base model
-    losses: list[float]  # training loss per step
-    best_step: int
-    best_loss: float
-    best_path: Path | None
-    last_path: Path | None
-    seconds: float
-
-
-def split_holdout(pictures: list[Picture], holdout: int | None = None):
-    """(train, held out, note): a tenth held out, 1 to 4, unless `holdout` says; fewer than 5
-    pictures: validation on the training pictures, and the note says so."""
-    if holdout is None:
-        holdout = 0 if len(pictures) < 5 else min(4, max(1, len(pictures) // 10))
-    if holdout <= 0:
-        return (
-            pictures,
-            pictures,
-            (
-                f"{len(pictures)} picture(s): too few to hold any out; the validation loss is on "
-                "training pictures and says how well they are fitted, not how well others would be"
-            ),
-        )
-    return pictures[:-holdout], pictures[-holdout:], ""
-
-
-def train_sdxl(
-    lora: SdxlLora,
-    train: list[Picture],
-    validation: ValidationSet,
-    steps: int,
-    lr: float = 1e-4,
-    eval_every: int = 50,
-    batch_size: int = 1,
-    seed: int = 0,
-    out: Path | None = None,
-    name: str = "adapter",
-    lineage: dict[str, str] | None = None,
-) -> TrainResult:
-    """Train, measuring the validation loss at step 0 (the base) and every `eval_every` steps;
-    the best adapter is written to `out/NAME.safetensors` (PEFT) and `NAME.kohya.safetensors`,
-    the last step's to `NAME.last.safetensors` where it differs from the best."""
-    start = time.perf_counter()
-    params = lora.parameters()
-    optimizer = torch.optim.AdamW(params, lr=lr)
-    g = torch.Generator().manual_seed(seed)
-    base = lora.validation_loss(validation)
-    validations, losses = [(0, base)], []
-    best_step, best_loss, best_path = 0, base, None
-    for step in range(1, steps + 1):
-        picks = torch.randint(0, len(train), (batch_size,), generator=g).tolist()
-        pictures = [train[i] for i in picks]
-        t, eps1, noise = lora.draw(pictures, g)
-        optimizer.zero_grad(set_to_none=True)
-        loss = lora.backward(pictures, t, eps1, noise)
-        if not math.isfinite(loss):
-            raise RuntimeError(f"step {step}: the loss is {loss}")
-        optimizer.step()
-        losses.append(loss)
-        if step % eval_every == 0 or step == steps:
-            value = lora.validation_loss(validation)
-            validations.append((step, value))
-            if value < best_loss:
-                best_step, best_loss = step, value
-                if out is not None:
-                    best_path = _write(lora, out, name, lineage, step, "")
-    last_path = None
-    if out is not None and best_step != steps:
-        last_path = _write(lora, out, name, lineage, steps, ".last")
-    return TrainResult(
-        base, validations, losses, best_step, best_loss, best_path, last_path,
-        time.perf_counter() - start,
-    )  # fmt: skip
-
-
-def _write(lora: SdxlLora, out: Path, name: str, lineage, step: int, suffix: str) -> Path:
-    meta = {**(lineage or {}), "tunesmith.step": str(step)}
-    path = lora.save_peft(Path(out) / f"{name}{suffix}.safetensors", meta)
-    lora.save_kohya(Path(out) / f"{name}{suffix}.kohya.safetensors", meta, name=name, steps=step)
-    return path

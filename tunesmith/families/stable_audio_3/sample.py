@@ -22,6 +22,8 @@ from tunesmith.train.config import DemoConfig
 
 
 class Renderer:
+    kind, sample_rate = "audio", model.SAMPLE_RATE
+
     def __init__(self, checkpoint: Path, placement: Placement, adapter: Path | None = None):
         self.pipe = model.load_pipeline(checkpoint, DTYPES[placement.dtype], placement.device)
         self.modules = nn.ModuleDict(
