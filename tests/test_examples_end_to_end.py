@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.operations import STAGES
 from tests.conftest import materialize
-from tunesmith.examples import make_examples
+from tunesmith.examples import RINGS_TOML, make_examples
 from tunesmith.examples.loops import LOOPS
 
 
@@ -39,7 +39,10 @@ def test_labels_recover_the_known_tempo_and_key_of_the_loops(storage, loops_buil
 
 
 @pytest.mark.slow
-def test_rings_are_labelled_from_their_captions_and_encoded_for_the_tiny_sdxl(storage, instance):
+def test_rings_are_labelled_encoded_and_the_adapter_beats_the_base_model_beside_it(
+    storage, instance
+):
+    """The rings example through every stage with the tiny SDXL (one build: it trains)."""
     make_examples(Path(storage.datasets_root), Path(storage.models_root))
     md = materialize(instance, storage, "rings")
     assert md["encoded"]["computed"] == 12 and md["encoded"]["skipped"] == 0
@@ -48,6 +51,20 @@ def test_rings_are_labelled_from_their_captions_and_encoded_for_the_tiny_sdxl(st
     assert (table["caption_source"] == "txt").all()
     assert table["caption"].str.contains("thick dark rings").all()
     assert (table["width"] > 0).all() and (table["mode"] == "RGB").all()
+
+    report = json.loads((Path(storage.out_root) / "rings" / "report.json").read_text())
+    (run,) = report["stages"]["adapters"]["runs"]
+    print(run["history"])
+    assert run["best_loss"] < run["base_loss"]
+    assert run["validation_note"] == "validation on 1 held-out picture(s)"
+    assert run["family"] == "sdxl" and run["steps"] == 200
+    assert Path(run["best_path"]).name == "rings-lora.safetensors"
+    assert Path(run["best_path"]).with_suffix(".kohya.safetensors").exists()
+    assert md["checks"] == {"underfit_contract": True, "sdxl_files": True}
+    assert md["renders"]["computed"] == 4
+    assert all(Path(r["image"]).suffix == ".png" and r["wav"] is None for r in report["renders"])
+    (page,) = report["auditions"]
+    assert Path(page).name == "rings-lora.html" and 'class="picture"' in Path(page).read_text()
 
 
 def cli(env, *args):
@@ -72,6 +89,10 @@ def test_command_line_run_status_and_gc(tmp_path):
         "TUNESMITH_STORE": str(tmp_path / "store"),
     }
     cli(env, "examples")
+    # The command line is under test here, not the training: a short run and one small demo.
+    toml = tmp_path / "examples" / "rings" / "tunesmith.toml"
+    short = RINGS_TOML.split("[[runs.demos]]")[0].replace("steps = 200", "steps = 4")
+    toml.write_text(short + '[[runs.demos]]\nprompt = "a picture"\nsteps = 2\n')
     assert "missing" in cli(env, "status", "rings")
     out = cli(env, "run", "rings")
     assert "labels" in out and "report.json" in out
@@ -87,7 +108,8 @@ def test_command_line_run_status_and_gc(tmp_path):
     assert report["stages"]["labels"]["cached"] == 11
     assert cli(env, "status", "rings").count("fresh") == len(STAGES)
     gc = json.loads(cli(env, "gc"))
-    assert gc["removed"] == 2  # the edited caption's old label record and its old text encoding
+    # the edited caption's old label record and text encoding, the old adapter's render
+    assert gc["removed"] == 3
 
 
 @pytest.mark.slow
