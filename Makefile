@@ -34,6 +34,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/rerun_ratio.py
 	$(BIN)/python bench/train_step.py
+	$(BIN)/python bench/sdxl_step.py
 
 clean:
 	rm -rf data/out data/store data/dagster_home
