@@ -24,6 +24,7 @@ for an `sdxl` run is a config error, not a silent no-op. Captions are used as wr
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -84,6 +85,25 @@ class PassOrder:
     def load_state_dict(self, state: dict[str, Any], generator_state: torch.Tensor) -> None:
         self.epoch, self.position, self.order = state["epoch"], state["position"], state["order"]
         self.generator.set_state(generator_state)
+
+
+def train_step(
+    lora: SdxlLora,
+    optimizer: torch.optim.Optimizer,
+    pictures: list[Picture],
+    generator: torch.Generator,
+    grad_clip: float = 0.0,
+) -> tuple[float, torch.Tensor]:
+    """One step: t, ε₁ and ε drawn, backward (checking every B at the first), optional
+    clipping, AdamW. Returns (loss, t); a loss that is not finite leaves the adapter as it was."""
+    t, eps1, noise = lora.draw(pictures, generator)
+    optimizer.zero_grad(set_to_none=True)
+    loss = lora.backward(pictures, t, eps1, noise)
+    if math.isfinite(loss):
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(lora.parameters(), grad_clip)
+        optimizer.step()
+    return loss, t
 
 
 def train_run(
@@ -173,17 +193,12 @@ def train_run(
         while step < cfg.steps:
             tick = time.perf_counter()
             pictures = [train[i] for i in order.next_batch()]
-            t, eps1, noise = lora.draw(pictures, generator)
-            optimizer.zero_grad(set_to_none=True)
-            loss = lora.backward(pictures, t, eps1, noise)  # checks every B at the first step
-            if not torch.isfinite(torch.tensor(loss)):
+            loss, t = train_step(lora, optimizer, pictures, generator, cfg.grad_clip)
+            if not math.isfinite(loss):
                 raise TrainingError(
                     f"{run.name}: loss is {loss} at step {step + 1}; training stopped. "
                     f"Best adapter kept: {best_file} (step {best['step']})"
                 )
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            optimizer.step()
             step, trained = step + 1, trained + 1
             train_seconds += time.perf_counter() - tick
             bar.set_postfix({"train/loss": f"{loss:.6f}", "train/lr": f"{cfg.lr:.3e}"})

@@ -115,12 +115,15 @@ class SdxlLora:
             init_lora_weights=True,  # A: kaiming-uniform, B: zero
         )
         unet.requires_grad_(False)
+        self._factors: dict[str, tuple[nn.Parameter, nn.Parameter]] | None = None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)  # the adapters' initial A: the same every time
             unet.add_adapter(self.config, adapter_name=ADAPTER)
         for p in self.parameters():
             p.data = p.data.float()  # adapter factors (and so their gradients) in fp32
-        unet.eval()  # no dropout in the tiny or the real UNet; eval keeps it so
+        # Training mode, as diffusers' SDXL LoRA script: SDXL's dropouts are 0, so it changes no
+        # number, and on the CPU backward through the UNet in eval mode measured ~12 % slower.
+        unet.train()
         self.device, self.dtype = unet.device, unet.dtype
         self.half = self.dtype in (torch.float16, torch.bfloat16)
         self.alphas_cumprod = scheduler.alphas_cumprod.to(torch.float64)
@@ -134,11 +137,13 @@ class SdxlLora:
 
     def named_factors(self) -> dict[str, tuple[nn.Parameter, nn.Parameter]]:
         """module name → (A weight [r, in], B weight [out, r]), in the UNet's module order."""
-        out = {}
-        for name, module in self.unet.named_modules():
-            if hasattr(module, "lora_A") and ADAPTER in getattr(module, "lora_A", {}):
-                out[name] = (module.lora_A[ADAPTER].weight, module.lora_B[ADAPTER].weight)
-        return out
+        if self._factors is None:  # found once: walking the UNet's modules takes milliseconds
+            self._factors = {}
+            for name, module in self.unet.named_modules():
+                if hasattr(module, "lora_A") and ADAPTER in getattr(module, "lora_A", {}):
+                    lora_a, lora_b = module.lora_A[ADAPTER], module.lora_B[ADAPTER]
+                    self._factors[name] = (lora_a.weight, lora_b.weight)
+        return self._factors
 
     def parameters(self) -> list[nn.Parameter]:
         return [p for a, b in self.named_factors().values() for p in (a, b)]
