@@ -26,6 +26,8 @@ def labels(
     store.set_roots(f"{key}/labels", result.keys)
     for skipped in result.result.skipped:
         context.log.warning(f"skipped {skipped.path}: {skipped.reason}")
+    for warning in result.result.extra.get("warnings", []):
+        context.log.warning(warning)
     out = storage.dataset_out(key)
     side_step = out / "dataset.json"
     atomic_write_json(side_step, engine.side_step_dataset(result.frame, key))
@@ -35,4 +37,5 @@ def labels(
         out,
         side_step_dataset=dg.MetadataValue.path(str(side_step)),
         placement="cpu",
+        warnings="\n".join(result.result.extra.get("warnings", [])) or "none",
     )

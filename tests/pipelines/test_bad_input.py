@@ -12,6 +12,8 @@ def make_bad_dataset(folder: Path) -> None:
     write_clip(folder / "good.wav")
     (folder / "good.txt").write_text("a good loop")
     write_image(folder / "good.png")
+    write_image(folder / "blank_caption.png", colour=(10, 200, 30))
+    (folder / "blank_caption.txt").write_text("  \n")  # empty: caption from the file name
     truncated = write_clip(folder / "truncated.wav").read_bytes()
     (folder / "truncated.wav").write_bytes(truncated[: len(truncated) // 2])
     (folder / "empty.wav").write_bytes(b"")
@@ -47,11 +49,15 @@ def test_each_bad_item_is_skipped_with_a_message_naming_it(storage, instance):
     assert "latin.txt: caption is not UTF-8" in labels["latin.wav"]
     assert "outside the dataset folder" in labels["dataset.json"]
     # the good items went through
-    assert md["labels"]["items"] == 7 and md["labels"]["skipped"] == 6
+    assert md["labels"]["items"] == 8 and md["labels"]["skipped"] == 6
     table = Path(storage.out_root) / "bad" / "labels.parquet"
     import pandas as pd
 
-    assert sorted(pd.read_parquet(table)["path"]) == ["good.png", "good.wav"]
+    labelled = pd.read_parquet(table).set_index("path")
+    assert sorted(labelled.index) == ["blank_caption.png", "good.png", "good.wav"]
+    assert labelled.loc["blank_caption.png", "caption_source"] == "filename"
+    (warning,) = report["stages"]["labels"]["warnings"]
+    assert warning.startswith("blank_caption.txt: the caption file is empty; caption taken from")
     # the skipped items are listed in the run's metadata too
     assert "latin.txt" in md["labels"]["skipped_items"]
 

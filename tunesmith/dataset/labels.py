@@ -47,7 +47,7 @@ def build_labels(folder: Path, manifest: Manifest, store: Store) -> Labels:
     files = manifest.by_path()
     items = [f for f in manifest.files if f.kind in ("audio", "image")]
     dataset_json, skipped = sidecars.read_dataset_json(folder, set(files))
-    rows, keys = [], []
+    rows, keys, warnings = [], [], []
     cached = computed = analysed = 0
     for item in items:
         try:
@@ -74,7 +74,13 @@ def build_labels(folder: Path, manifest: Manifest, store: Store) -> Labels:
                 store.write_json(label_key, record)
                 computed += 1
             keys.append(label_key)
-            rows.append({**store.read_json(label_key), **analysis})
+            row = {**store.read_json(label_key), **analysis}
+            if txt_sc and row["caption_source"] not in ("txt", "json"):
+                warnings.append(
+                    f"{txt_sc.path}: the caption file is empty; caption taken from the "
+                    f"{row['caption_source']}: {row['caption']!r}"
+                )
+            rows.append(row)
         except (MediaError, sidecars.LabelError) as exc:
             skipped.append(Skipped(item.path, str(exc)))
     frame = pd.DataFrame(rows, columns=COLUMNS)
@@ -87,7 +93,7 @@ def build_labels(folder: Path, manifest: Manifest, store: Store) -> Labels:
         computed=computed,
         skipped=skipped,
         seconds=time.perf_counter() - start,
-        extra={"analysed": analysed},
+        extra={"analysed": analysed, **({"warnings": warnings} if warnings else {})},
     )
     return Labels(frame, result, keys)
 

@@ -71,9 +71,9 @@ def plan(
     mine = encoded["model"] == checkpoint.name
     if "family" in encoded:
         mine &= encoded["family"] == run.family
-    items = encoded[mine].dropna(axis=1, how="all").sort_values("path")
-    if items.empty:
+    if not mine.any():
         raise ValueError(f"run {run.name!r}: nothing was encoded for {checkpoint}")
+    items = encoded[mine].dropna(axis=1, how="all").sort_values("path")  # this family's columns
     fingerprint = model_fingerprint(checkpoint, fingerprint_cache)
     # The step count and the demos do not change what is trained up to a step.
     without_steps = replace(run, train=replace(run.train, steps=0), demos=())
