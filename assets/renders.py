@@ -59,8 +59,15 @@ def renders(
         result.frame,
         result.result,
         out,
-        placement="; ".join(f"{f}: {p}" for f, p in sorted(placements.items())) or "none",
+        placement=_placement_text(placements),
         renders_folder=dg.MetadataValue.path(str(out / "renders")),
         notes="; ".join(result.result.extra.get("notes", [])) or "none",
         demos=dg.MetadataValue.json(json.loads(result.frame.to_json(orient="records"))),
     )
+
+
+def _placement_text(placements: dict) -> str:
+    """One placement as itself; several as `family: placement; …`."""
+    if len(set(placements.values())) <= 1:
+        return str(next(iter(placements.values()), "none"))
+    return "; ".join(f"{family}: {p}" for family, p in sorted(placements.items()))
