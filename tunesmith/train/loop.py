@@ -34,7 +34,7 @@ from tunesmith.train.config import RunConfig
 from tunesmith.train.data import Batch, Sampler, Split
 from tunesmith.train.memory import MemoryCap
 from tunesmith.train.prompts import training_prompt
-from tunesmith.train.state import RunState, latest_state, load_state, save_state
+from tunesmith.train.state import RunState, latest_state, load_state, restore, save_state
 from tunesmith.train.validation import Validation
 
 
@@ -105,10 +105,7 @@ def train(
     saved = latest_state(state_dir, cfg.steps)
     if saved is not None:
         state = load_state(saved, identity)
-        with torch.no_grad():
-            for param, value in zip(params, state.params, strict=True):
-                param.copy_(value)
-        optimizer.load_state_dict(state.optimizer)
+        restore(state, params, optimizer)
         generator.set_state(state.train_rng)
         sampler.load_state_dict(state.sampler, state.sampler_rng)
         prompt_rng.setstate(state.prompt_rng)

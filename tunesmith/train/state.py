@@ -114,6 +114,14 @@ def load_state(path: Path, identity: dict[str, Any]) -> RunState:
     )
 
 
+def restore(state: RunState, params: list[torch.nn.Parameter], optimizer) -> None:
+    """Put a saved state's adapter values and optimizer state back (torch loops)."""
+    with torch.no_grad():
+        for param, value in zip(params, state.params, strict=True):
+            param.copy_(value)
+    optimizer.load_state_dict(state.optimizer)
+
+
 def _count(tensors: dict[str, torch.Tensor]) -> int:
     return sum(1 for key in tensors if key.startswith("param."))
 

@@ -44,7 +44,7 @@ from tunesmith.render.demos import write_png
 from tunesmith.train.config import RunConfig
 from tunesmith.train.loop import TrainingError, TrainResult
 from tunesmith.train.memory import MemoryCap
-from tunesmith.train.state import RunState, latest_state, load_state, save_state
+from tunesmith.train.state import RunState, latest_state, load_state, restore, save_state
 
 
 def split_holdout(pictures: list[Picture], holdout: int | None = None):
@@ -161,10 +161,7 @@ def train_run(
     saved = latest_state(state_dir, cfg.steps)
     if saved is not None:
         state = load_state(saved, identity)
-        with torch.no_grad():
-            for param, value in zip(params, state.params, strict=True):
-                param.copy_(value)
-        optimizer.load_state_dict(state.optimizer)
+        restore(state, params, optimizer)
         generator.set_state(state.train_rng)
         order.load_state_dict(state.sampler, state.sampler_rng)
         step, history, best = state.step, state.history, state.best
