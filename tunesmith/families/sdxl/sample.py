@@ -48,10 +48,17 @@ class Renderer:
         self.pipe = load_pipeline(checkpoint, DTYPES[placement.dtype], placement.device)
         self.size, self.adapter = size, adapter
         if adapter is not None:
-            adapter = Path(adapter)
-            self.pipe.load_lora_weights(
-                str(adapter.parent), weight_name=adapter.name, adapter_name=ADAPTER
-            )
+            from diffusers.utils import logging as diffusers_logging
+
+            adapter, level = Path(adapter), diffusers_logging.get_verbosity()
+            # The file holds UNet factors only; diffusers would say so once per text encoder.
+            diffusers_logging.set_verbosity_error()
+            try:
+                self.pipe.load_lora_weights(
+                    str(adapter.parent), weight_name=adapter.name, adapter_name=ADAPTER
+                )
+            finally:
+                diffusers_logging.set_verbosity(level)
 
     def render(self, demo: DemoConfig, strength: float) -> np.ndarray:
         if self.adapter is not None:
