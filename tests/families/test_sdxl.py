@@ -24,11 +24,6 @@ from tunesmith.families.sdxl import (
 
 
 @pytest.fixture(scope="module")
-def tiny_sdxl(tmp_path_factory) -> Path:
-    return make_tiny_sdxl(tmp_path_factory.mktemp("models") / "tiny-sdxl", seed=0)
-
-
-@pytest.fixture(scope="module")
 def sdxl(tiny_sdxl: Path):
     return load_pipeline(tiny_sdxl)
 

@@ -15,7 +15,6 @@ from PIL import Image
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
-from tunesmith.examples.tiny_sdxl import make_tiny_sdxl
 from tunesmith.families.sdxl import encoded as stage
 from tunesmith.families.sdxl import model
 from tunesmith.media.images import fit_square, load_image
@@ -23,11 +22,6 @@ from tunesmith.store import Store
 
 SIZE = 64  # 8 x 8 latents
 CPU = Placement("torch", "cpu", "float32", "test")
-
-
-@pytest.fixture(scope="module")
-def tiny_sdxl(tmp_path_factory) -> Path:
-    return make_tiny_sdxl(tmp_path_factory.mktemp("models") / "tiny-sdxl", seed=0)
 
 
 def draw(path: Path, size: tuple[int, int], seed: int) -> None:

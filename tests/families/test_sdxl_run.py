@@ -16,7 +16,6 @@ from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
 from tunesmith.examples.rings import make_rings
-from tunesmith.examples.tiny_sdxl import make_tiny_sdxl
 from tunesmith.families.sdxl import encoded as stage
 from tunesmith.families.sdxl import files
 from tunesmith.families.sdxl.model import load_pipeline
@@ -28,11 +27,6 @@ from tunesmith.train.config import resolve_run
 SIZE = 64
 CPU = Placement("torch", "cpu", "float32", "test")
 DEMO = {"prompt": "rngstyle, two discs", "seed": 5, "steps": 3, "cfg": 4.0}
-
-
-@pytest.fixture(scope="module")
-def tiny_sdxl(tmp_path_factory) -> Path:
-    return make_tiny_sdxl(tmp_path_factory.mktemp("models") / "tiny-sdxl", seed=0)
 
 
 @pytest.fixture(scope="module")

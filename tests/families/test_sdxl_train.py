@@ -3,15 +3,12 @@ answer to the bit, the gradient is the loss's slope, every B has a gradient at t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from tunesmith.examples.tiny_sdxl import make_tiny_sdxl
 from tunesmith.families.sdxl import encode_captions, encode_images, files, load_pipeline
 from tunesmith.families.sdxl.train import Picture, SdxlLora, time_ids
 
@@ -25,11 +22,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tiny_sdxl(tmp_path_factory) -> Path:
-    return make_tiny_sdxl(tmp_path_factory.mktemp("models") / "tiny-sdxl", seed=0)
 
 
 def _rings(seed: int) -> np.ndarray:

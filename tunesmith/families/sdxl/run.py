@@ -23,7 +23,6 @@ for an `sdxl` run is a config error, not a silent no-op. Captions are used as wr
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -41,6 +40,7 @@ from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.sample import DTYPES, render_demo
 from tunesmith.families.sdxl.train import Picture, SdxlLora, ValidationSet, pictures_from_frame
 from tunesmith.render.demos import write_png
+from tunesmith.train import loop
 from tunesmith.train.config import RunConfig
 from tunesmith.train.loop import TrainingError, TrainResult
 from tunesmith.train.memory import MemoryCap
@@ -200,24 +200,24 @@ def train_run(
             train_seconds += time.perf_counter() - tick
             bar.set_postfix({"train/loss": f"{loss:.6f}", "train/lr": f"{cfg.lr:.3e}"})
             bar.update(1)
-            _event(events, "step", step=step, loss=loss, t=t.float().mean().item())
+            loop._event(events, "step", step=step, loss=loss, t=t.float().mean().item())
 
             over = cap.passed()
             if step % cfg.eval_every == 0 or step == cfg.steps or over:
                 measured = measure(step)
                 history.append({"step": step, "loss": measured})
-                _event(events, "validation", step=step, loss=measured)
+                loop._event(events, "validation", step=step, loss=measured)
                 log(f"{run.name}: step {step} validation loss {measured:.6f}")
                 if measured < best["loss"]:
                     best = {"step": step, "loss": measured}
                     write(best_file, step, measured)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps or over:
                 checkpoint_state()
-                _event(events, "checkpoint", step=step, path=str(state_dir))
+                loop._event(events, "checkpoint", step=step, path=str(state_dir))
             if over:
                 stopped = f"stopped at step {step} of {cfg.steps}: {over} (train.cap)"
                 log(f"{run.name}: {stopped}; adapter files and state kept")
-                _event(events, "stopped", step=step, reason=over)
+                loop._event(events, "stopped", step=step, reason=over)
                 break
     finally:
         bar.close()
@@ -250,8 +250,3 @@ def train_run(
 def _mkdir(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _event(stream, kind: str, **fields: Any) -> None:
-    stream.write(json.dumps({"event": kind, "time": time.time(), **fields}) + "\n")
-    stream.flush()
