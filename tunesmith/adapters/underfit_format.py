@@ -40,9 +40,9 @@ from typing import Any, Literal
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save
+from safetensors.torch import load_file
 
-from tunesmith.store.atomic import atomic_write_bytes
+from tunesmith.store.tensors import write_safetensors
 
 Direction = Literal["to_checkpoint", "to_diffusers"]
 PermuteRows = Callable[[str, torch.Tensor, Direction], torch.Tensor]
@@ -227,8 +227,7 @@ def write_adapter_file(
     _check_layers(path, layers, config.adapter_type, config.rank)
     baked = sum(BAKED_NORM in params for params in layers.values())
     metadata["lora_config"] = config.to_json(baked_norms=baked)
-    atomic_write_bytes(path, save(tensors, metadata=metadata))
-    return path
+    return write_safetensors(path, tensors, metadata)
 
 
 def _split_key(path: Path, key: str, allowed: set[str], adapter_type: str) -> tuple[str, str]:

@@ -22,6 +22,25 @@ class MediaError(ValueError):
     """A media file that cannot be used; the message names the file and the problem."""
 
 
+class ChangedDuringBuild(MediaError):
+    """A file whose bytes are not the ones the manifest hashed: it was edited mid-build."""
+
+
+def ensure_unchanged(path: Path, sha256: str, label: str) -> None:
+    """Refuse what was read from `path` unless the file still has the manifest's hash.
+
+    Called after reading, so a result is never stored under the key of bytes it was not made
+    from; the next build's manifest sees the new bytes and the item is rebuilt then.
+    """
+    from tunesmith.store import sha256_file
+
+    if sha256_file(path) != sha256:
+        raise ChangedDuringBuild(
+            f"{label}: changed during the build (its bytes are not the ones the manifest "
+            "hashed); skipped now, it is rebuilt on the next build"
+        )
+
+
 def sniff(head: bytes) -> str | None:
     """The format of a file from its first 16 bytes, or None if not one we know."""
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE":

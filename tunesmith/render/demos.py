@@ -27,8 +27,8 @@ import soundfile as sf
 
 from tunesmith.backends.placement import Placement
 from tunesmith.report import StageResult
-from tunesmith.store import Store, canonical_json, content_key, sha256_file
-from tunesmith.store.atomic import atomic_write_text, link_into
+from tunesmith.store import DamagedEntry, Store, canonical_json, content_key, sha256_file
+from tunesmith.store.atomic import write_if_changed
 from tunesmith.train.config import MEDIA_OF_FAMILY, RunConfig
 
 STAGE_VERSION = 1
@@ -85,46 +85,30 @@ def build_renders(
     if not mp3_ok and any(MEDIA_OF_FAMILY[run.family] == "audio" for run, _ in runs):
         notes.append("ffmpeg not found: WAV only, no MP3")
     for run, trained in runs:
-        adapter = Path(trained["best_path"])
-        adapter_sha = sha256_file(adapter)
-        placement, image = placements[run.family], MEDIA_OF_FAMILY[run.family] == "image"
-        made = None
+        placement = placements[run.family]
+        render = _RunRenders(run, trained, placement, renderer, mp3_ok)
         for i, demo in enumerate(run.demos):
             for side in SIDES:
                 strength = 0.0 if side == "base" else demo.strength
-                media = {"size": run.train.size} if image else {"mp3": mp3_ok}
+                media = {"size": run.train.size} if render.image else {"mp3": mp3_ok}
                 key = content_key(
                     stage="renders", version=STAGE_VERSION, family=run.family,
-                    base=base_fingerprints[run.name], adapter=adapter_sha if strength else None,
+                    base=base_fingerprints[run.name],
+                    adapter=render.adapter_sha if strength else None,
                     demo={**asdict(demo), "strength": strength}, placement=placement.as_dict(),
                     **media,
                 )  # fmt: skip
-                if store.has(key):
-                    cached += 1
-                else:
-                    made = made or renderer(run, adapter)
-                    rendered = made.render(demo, strength)
-                    settings = (
-                        {"width": run.train.size, "height": run.train.size}
-                        if image
-                        else {"duration": demo.duration}
-                    )
-                    sidecar = {
-                        "prompt": demo.prompt, "seed": demo.seed, **settings,
-                        "steps": demo.steps, "cfg": demo.cfg, "side": side,
-                        "adapter": str(adapter) if strength else None, "strength": strength,
-                        "training_step": int(trained["best_step"]), "family": run.family,
-                        "placement": str(placement), "run": run.name,
-                    }  # fmt: skip
-                    with store.writing(key) as tmp:
-                        if image:
-                            write_png(rendered, tmp / "image.png")
-                        else:
-                            _write_audio(tmp, rendered, made.sample_rate, mp3_ok)
-                        (tmp / "value.json").write_text(canonical_json(sidecar), encoding="utf-8")
-                    computed += 1
+                folder = out / "renders" / run.name / side
+                # Both functions run inside this iteration (no late-binding of the loop).
+                row, built = store.provide(
+                    key,
+                    lambda tmp: render.into(tmp, demo, side, strength),  # noqa: B023
+                    lambda k: _publish(store, k, folder, run, i),  # noqa: B023
+                )
+                computed += built
+                cached += not built
                 keys.append(key)
-                rows.append(_publish(store.path(key), out / "renders" / run.name / side, run, i))
+                rows.append(row)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     result = StageResult(
         stage="renders",
@@ -136,6 +120,38 @@ def build_renders(
         extra={"notes": notes} if notes else {},
     )
     return Renders(frame, result, keys)
+
+
+class _RunRenders:
+    """One run's renders: the family's renderer, made on first use only (a run whose renders
+    are all cached loads no model)."""
+
+    def __init__(self, run: RunConfig, trained: dict, placement, renderer, mp3_ok: bool) -> None:
+        self.run, self.trained, self.placement = run, trained, placement
+        self.renderer, self.mp3_ok, self.made = renderer, mp3_ok, None
+        self.adapter = Path(trained["best_path"])
+        self.adapter_sha = sha256_file(self.adapter)
+        self.image = MEDIA_OF_FAMILY[run.family] == "image"
+
+    def into(self, tmp: Path, demo, side: str, strength: float) -> None:
+        """Render one side of one demo into the store's temporary folder `tmp`."""
+        run = self.run
+        self.made = self.made or self.renderer(run, self.adapter)
+        rendered = self.made.render(demo, strength)
+        size = run.train.size
+        settings = {"width": size, "height": size} if self.image else {"duration": demo.duration}
+        sidecar = {
+            "prompt": demo.prompt, "seed": demo.seed, **settings,
+            "steps": demo.steps, "cfg": demo.cfg, "side": side,
+            "adapter": str(self.adapter) if strength else None, "strength": strength,
+            "training_step": int(self.trained["best_step"]), "family": run.family,
+            "placement": str(self.placement), "run": run.name,
+        }  # fmt: skip
+        if self.image:
+            write_png(rendered, tmp / "image.png")
+        else:
+            _write_audio(tmp, rendered, self.made.sample_rate, self.mp3_ok)
+        (tmp / "value.json").write_text(canonical_json(sidecar), encoding="utf-8")
 
 
 def write_png(pixels: np.ndarray, path: Path) -> Path:
@@ -155,20 +171,21 @@ def _write_audio(tmp: Path, samples, sample_rate: int, mp3_ok: bool) -> None:
     spectrogram_png(samples, sample_rate, tmp / "spectrogram.png")
 
 
-def _publish(entry: Path, folder: Path, run: RunConfig, index: int) -> dict:
-    stem = folder / f"demo{index}"
+def _publish(store: Store, key: str, folder: Path, run: RunConfig, index: int) -> dict:
+    """Copy a render out of the store as `<folder>/demo<index>.<ext>` with its JSON sidecar."""
+    entry, stem = store.path(key), folder / f"demo{index}"
     paths = {}
     media = (("audio.wav", ".wav"), ("audio.mp3", ".mp3"), ("spectrogram.png", ".png"),
              ("image.png", ".png"))  # fmt: skip
     for name, suffix in media:
         if (entry / name).exists():
-            link_into(entry / name, stem.with_suffix(suffix))
+            store.publish(key, name, stem.with_suffix(suffix))
             paths[suffix] = str(stem.with_suffix(suffix))
-    sidecar = json.loads((entry / "value.json").read_text(encoding="utf-8"))
-    text = json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n"
+    sidecar = store.read_json(key)
+    if sidecar is None:
+        raise DamagedEntry(f"{entry}: its sidecar was damaged; evicted, it is computed again")
     target = stem.with_suffix(".json")
-    if not target.exists() or target.read_text(encoding="utf-8") != text:
-        atomic_write_text(target, text)
+    write_if_changed(target, (json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n").encode())
     return {
         "run": run.name, "demo": f"demo{index}", "side": sidecar["side"],
         "prompt": sidecar["prompt"], "seed": sidecar["seed"], "wav": paths.get(".wav"),

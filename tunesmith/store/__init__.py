@@ -7,6 +7,16 @@ into place: a rename of a folder onto a missing name is atomic, so two processes
 one key at once leave exactly one good entry (the first rename wins, the second writer
 discards its copy, whose bytes are the same by construction).
 
+The store does not trust the disk. Every entry records the size and sha256 of its files
+(`.files.json`, written before the rename). `has` checks the sizes (a `stat` per file) and
+`publish` checks the hash of every byte it copies out; a mismatch, a missing record or a
+value that does not parse evicts the entry with a warning naming it, and the stage computes
+it again. `verify` checks every hash. Outputs are copies, never links, so editing an output
+never edits the cache.
+
+A writer holds an `flock` on its temporary folder; `sweep` removes the temporary folders of
+dead writers (the kernel dropped their lock), at once rather than after an age.
+
 Which entries are still wanted is recorded as "roots": after a stage materializes a
 dataset it writes the list of keys it used under `roots/<dataset>/<stage>.json`. `gc`
 removes every entry no root names.
@@ -14,24 +24,27 @@ removes every entry no root names.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import logging
+import os
 import shutil
-import tempfile
-import time
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunesmith.store.atomic import TMP_PREFIX, atomic_write_json
+from tunesmith.store.atomic import TMP_PREFIX, atomic_write_json, sweep_temporaries
 
-__all__ = ["Store", "GcResult", "canonical_json", "content_key", "sha256_file"]
+__all__ = ["Store", "GcResult", "DamagedEntry", "canonical_json", "content_key", "sha256_file"]
 
 VALUE = "value.json"
-# A temporary folder older than this belongs to a process that died mid-write.
-STALE_TMP_SECONDS = 3600
+FILES = ".files.json"  # {relative path: [size, sha256]} of every file of the entry
+CHUNK = 1 << 20
+log = logging.getLogger("tunesmith.store")
 
 
 def canonical_json(value: Any) -> str:
@@ -43,7 +56,7 @@ def sha256_file(path: Path) -> str:
     """sha256 of a file's bytes, read in 1 MiB chunks."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
+        while chunk := f.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
 
@@ -51,6 +64,10 @@ def sha256_file(path: Path) -> str:
 def content_key(**parts: Any) -> str:
     """The store key of an entry: sha256 of the canonical JSON of its parts."""
     return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
+
+
+class DamagedEntry(RuntimeError):
+    """An entry whose bytes are not the ones it was written with; it has been evicted."""
 
 
 @dataclass(frozen=True)
@@ -65,26 +82,119 @@ class Store:
         self.root = Path(root)
         self.objects = self.root / "objects"
         self.roots = self.root / "roots"
+        self.evictions: list[str] = []  # one line per entry this object evicted
 
     def path(self, key: str) -> Path:
         if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
             raise ValueError(f"store key must be 64 hex digits, got {key!r}")
         return self.objects / key[:2] / key
 
+    # --- reading: every read checks what it can afford -------------------------------------
+
     def has(self, key: str) -> bool:
-        return self.path(key).is_dir()
+        """True when the entry exists and its files have their recorded sizes; a damaged
+        entry is evicted (and reported) and counts as missing."""
+        entry = self.path(key)
+        if not entry.is_dir():
+            return False
+        problem = _size_problem(entry)
+        if problem:
+            self.evict(key, problem)
+            return False
+        return True
+
+    def read_json(self, key: str) -> Any | None:
+        """The JSON value of an entry, or None when the store lacks it (or it was damaged)."""
+        if not self.has(key):
+            return None
+        try:
+            return json.loads((self.path(key) / VALUE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            self.evict(key, f"{VALUE} does not parse ({exc})")
+            return None
+
+    def publish(self, key: str, name: str, destination: Path) -> bool:
+        """Copy the entry's file `name` to `destination`, checking its hash on the way.
+
+        An output already equal to the entry (same size and modification time, which the copy
+        takes from the entry) is left untouched; an edited or hard-linked one is replaced.
+        Returns whether it copied. Raises DamagedEntry (after evicting) on a hash mismatch.
+        """
+        source = self.path(key) / name
+        src = source.stat()
+        try:
+            dst = destination.stat()
+            if (
+                dst.st_size == src.st_size
+                and dst.st_mtime_ns == src.st_mtime_ns
+                and dst.st_ino != src.st_ino  # a hard link shares edits: replace it
+            ):
+                return False
+        except FileNotFoundError:
+            pass
+        expected = _recorded(self.path(key)).get(name, (None, None))[1]
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        tmp = destination.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{destination.name}")
+        digest = hashlib.sha256()
+        try:
+            with open(source, "rb") as f, open(tmp, "wb") as out:
+                fcntl.flock(out, fcntl.LOCK_EX)
+                while chunk := f.read(CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+            if digest.hexdigest() != expected:
+                self.evict(key, f"{name}: its sha256 is not the one recorded when it was written")
+                raise DamagedEntry(f"{source}: damaged; evicted, it is computed again")
+            os.utime(tmp, ns=(src.st_atime_ns, src.st_mtime_ns))
+            os.replace(tmp, destination)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return True
+
+    def verify(self, keys: Iterable[str]) -> list[str]:
+        """Check every file's sha256 of the given entries; evict the damaged ones.
+        Returns one line per damaged entry."""
+        problems = []
+        for key in sorted(set(keys)):
+            entry = self.path(key)
+            if not entry.is_dir():
+                continue
+            problem = _size_problem(entry) or _hash_problem(entry)
+            if problem:
+                self.evict(key, problem)
+                problems.append(self.evictions[-1])
+        return problems
+
+    def evict(self, key: str, reason: str) -> None:
+        entry = self.path(key)
+        doomed = entry.with_name(f"{TMP_PREFIX}evicted-{uuid.uuid4().hex[:8]}-{key}")
+        try:
+            entry.rename(doomed)  # one rename: readers see the entry whole or not at all
+        except FileNotFoundError:
+            return  # another process evicted it first
+        shutil.rmtree(doomed, ignore_errors=True)
+        line = f"store entry {entry}: {reason}; removed, it is computed again"
+        self.evictions.append(line)
+        log.warning(line)
+
+    # --- writing ---------------------------------------------------------------------------
 
     @contextmanager
     def writing(self, key: str) -> Iterator[Path]:
-        """Yield an empty temporary folder; on a clean exit it becomes the entry for `key`.
+        """Yield an empty temporary folder; on a clean exit it becomes the entry for `key`,
+        with the record of its files' sizes and hashes.
 
         On an exception the temporary folder is removed and nothing is published.
         """
         final = self.path(key)
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=final.parent))
+        tmp = final.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}")
+        tmp.mkdir()
+        lock = os.open(tmp, os.O_RDONLY)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a live writer: `sweep` leaves this folder alone
         try:
             yield tmp
+            _write_record(tmp)
             try:
                 tmp.rename(final)
             except OSError:
@@ -95,39 +205,70 @@ class Store:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        finally:
+            os.close(lock)
 
     def write_json(self, key: str, value: Any) -> None:
         with self.writing(key) as tmp:
             (tmp / VALUE).write_text(canonical_json(value), encoding="utf-8")
 
-    def read_json(self, key: str) -> Any | None:
-        """The JSON value of an entry, or None when the store lacks it."""
+    def make(self, key: str, build: Callable[[Path], None]) -> bool:
+        """Ensure the entry exists: `build(folder)` fills a temporary folder when the store
+        lacks it (or held a damaged copy). Returns whether it built."""
+        if self.has(key):
+            return False
+        with self.writing(key) as tmp:
+            build(tmp)
+        return True
+
+    def provide(
+        self, key: str, build: Callable[[Path], None], publish: Callable[[str], Any]
+    ) -> tuple[Any, bool]:
+        """Make the entry when missing, then `publish(key)` (copy it out). An entry found
+        damaged while publishing has been evicted; it is built once more and published again.
+        Returns (what `publish` returned, whether the entry was built)."""
+        built = self.make(key, build)
         try:
-            return json.loads((self.path(key) / VALUE).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
+            return publish(key), built
+        except DamagedEntry:
+            self.make(key, build)
+            return publish(key), True
+
+    # --- housekeeping ----------------------------------------------------------------------
+
+    def sweep(self) -> list[Path]:
+        """Remove temporary entries left by writers that died (a killed build)."""
+        removed = []
+        for shard in sorted(self.objects.glob("??")):
+            removed += sweep_temporaries(shard)
+        return removed
 
     def set_roots(self, owner: str, keys: Iterable[str]) -> None:
         """Record the keys a materialization uses; `owner` is "<dataset>/<stage>"."""
         atomic_write_json(self.roots / f"{owner}.json", sorted(set(keys)))
 
-    def referenced(self) -> set[str]:
+    def root_keys(self, dataset: str | None = None) -> set[str]:
+        """The keys the recorded materializations use (of one dataset, or of all)."""
+        folder = self.roots / dataset if dataset else self.roots
         keys: set[str] = set()
-        for file in self.roots.rglob("*.json"):
+        for file in folder.rglob("*.json"):
             keys.update(json.loads(file.read_text(encoding="utf-8")))
         return keys
+
+    def referenced(self) -> set[str]:
+        return self.root_keys()
 
     def gc(self, dry_run: bool = False) -> GcResult:
         """Remove entries no root names, and temporary folders left by dead writers."""
         wanted = self.referenced()
+        if not dry_run:
+            self.sweep()
         removed = kept = freed = 0
-        now = time.time()
         for shard in sorted(self.objects.glob("??")):
             for entry in sorted(shard.iterdir()):
                 if entry.name.startswith(TMP_PREFIX):
-                    if now - entry.stat().st_mtime < STALE_TMP_SECONDS:
-                        continue  # a writer may still be filling it
-                elif entry.name in wanted:
+                    continue  # a live writer's (dead writers' were swept above)
+                if entry.name in wanted:
                     kept += 1
                     continue
                 removed += 1
@@ -135,6 +276,46 @@ class Store:
                 if not dry_run:
                     shutil.rmtree(entry, ignore_errors=True)
         return GcResult(removed=removed, kept=kept, bytes_freed=freed)
+
+
+def _files(entry: Path) -> list[Path]:
+    return sorted(p for p in entry.rglob("*") if p.is_file() and p.name != FILES)
+
+
+def _write_record(folder: Path) -> None:
+    record = {
+        p.relative_to(folder).as_posix(): [p.stat().st_size, sha256_file(p)] for p in _files(folder)
+    }
+    (folder / FILES).write_text(canonical_json(record), encoding="utf-8")
+
+
+def _recorded(entry: Path) -> dict[str, tuple[int, str]]:
+    return {k: tuple(v) for k, v in json.loads((entry / FILES).read_text("utf-8")).items()}
+
+
+def _size_problem(entry: Path) -> str:
+    """What is wrong with the entry's files, judged by their sizes; "" when nothing is."""
+    try:
+        record = _recorded(entry)
+    except FileNotFoundError:
+        return f"no {FILES} (written by an older tunesmith, or not by tunesmith)"
+    except (OSError, ValueError) as exc:
+        return f"{FILES} does not parse ({exc})"
+    for name, (size, _) in sorted(record.items()):
+        try:
+            actual = (entry / name).stat().st_size
+        except FileNotFoundError:
+            return f"{name} is missing"
+        if actual != size:
+            return f"{name} is {actual} bytes, {size} were written"
+    return ""
+
+
+def _hash_problem(entry: Path) -> str:
+    for name, (_, digest) in sorted(_recorded(entry).items()):
+        if sha256_file(entry / name) != digest:
+            return f"{name}: its sha256 is not the one recorded when it was written"
+    return ""
 
 
 def _size(path: Path) -> int:

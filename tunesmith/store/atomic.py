@@ -1,32 +1,46 @@
 """Atomic file writes: a temporary name in the same folder, then one rename.
 
-A reader never sees half a file, and a killed process leaves only a `.tmp-*` file that
-`Store.gc` (or the next write) removes. Not handled: durability across a power loss on
-file systems that reorder metadata; we fsync the file but not its folder.
+A reader never sees half a file. A writer holds an exclusive `flock` on its temporary file
+while it writes, so `sweep_temporaries` can tell a live writer's file from one a killed
+process left behind (the kernel drops the lock with the process), without guessing by age.
+Files are created with mode 0666 less the umask, as `open()` creates them, so other users
+and tools (ComfyUI, a dashboard, a container) can read what tunesmith writes.
+
+Not handled: durability across a power loss on file systems that reorder metadata; we
+fsync the file but not its folder.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-import tempfile
+import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
 TMP_PREFIX = ".tmp-"
 
 
+def temporary_name(path: Path) -> Path:
+    """A fresh temporary name beside `path` (never the same twice, so writers never meet)."""
+    return path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{path.name}")
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
+    tmp = temporary_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes or the process dies
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -34,19 +48,52 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def json_bytes(value: Any) -> bytes:
+    """The one layout of every JSON file tunesmith writes for people: indented, sorted keys."""
+    return (json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode()
+
+
 def atomic_write_json(path: Path, value: Any) -> None:
-    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    atomic_write_bytes(path, json_bytes(value))
 
 
-def link_into(source: Path, destination: Path) -> None:
-    """Hard-link a store file to `destination` (a copy where links are impossible), atomically."""
-    if destination.exists() and os.path.samefile(source, destination):
-        return
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    tmp = destination.with_name(f"{TMP_PREFIX}{destination.name}")
-    tmp.unlink(missing_ok=True)
+def write_if_changed(path: Path, data: bytes) -> bool:
+    """Write `data` unless `path` already holds exactly these bytes (then its mtime is kept, so
+    watchers and caches see no change). Returns whether it wrote."""
     try:
-        os.link(source, tmp)
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    atomic_write_bytes(path, data)
+    return True
+
+
+def is_abandoned(path: Path) -> bool:
+    """True when no live process holds the writer's lock on this temporary file or folder."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
-        tmp.write_bytes(source.read_bytes())
-    os.replace(tmp, destination)
+        return False  # gone already
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the lock we may have taken
+
+
+def sweep_temporaries(folder: Path) -> list[Path]:
+    """Remove the temporary files and folders in `folder` whose writer is dead; returns them."""
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for entry in folder.iterdir():
+        if entry.name.startswith(TMP_PREFIX) and is_abandoned(entry):
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed

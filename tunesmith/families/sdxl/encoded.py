@@ -37,16 +37,17 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from tunesmith.backends.placement import Placement
 from tunesmith.families.checkpoint import model_fingerprint
 from tunesmith.families.sdxl import model
 from tunesmith.media import images
-from tunesmith.media.sniff import MediaError
+from tunesmith.media.sniff import MediaError, ensure_unchanged
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import Store, canonical_json, content_key
-from tunesmith.store.atomic import atomic_write_json
+from tunesmith.store.atomic import json_bytes, write_if_changed
+from tunesmith.store.tensors import safetensors_bytes
 
 STAGE_VERSION = 1
 SIZE = 1024  # SDXL's own size: stable-diffusion-xl-base-1.0 was trained at 1024²
@@ -105,11 +106,8 @@ def build_encoded(
         for item in items:
             key = picture_key(item["sha256"], vae_fp, size, placement)
             try:
-                if store.has(key):
-                    counts["cached"] += 1
-                else:
-                    _encode_picture(folder / item["path"], item["path"], pipe, store, key, size)
-                    counts["computed"] += 1
+                built = store.make(key, lambda tmp: _encode_picture(folder, item, pipe, tmp, size))  # noqa: B023
+                counts["computed" if built else "cached"] += 1
             except MediaError as exc:
                 skipped.append(Skipped(item["path"], str(exc)))
                 continue
@@ -121,9 +119,8 @@ def build_encoded(
             rows.append(_row(checkpoint.name, item, store, key, caption_key, meta, size))
         if any(row["model"] == checkpoint.name for row in rows):
             details = model.encoder_details(_read_vae_config(checkpoint), size)
-            atomic_write_json(
-                out / "encoded" / f"{checkpoint.name}-{vae_fp[:8]}" / "details.json", details
-            )
+            target = out / "encoded" / f"{checkpoint.name}-{vae_fp[:8]}" / "details.json"
+            write_if_changed(target, json_bytes(details))
     frame = pd.DataFrame(rows, columns=COLUMNS)
     result = StageResult(
         stage="encoded",
@@ -179,8 +176,11 @@ def _files_hash(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _encode_picture(path: Path, label: str, pipe: Callable, store: Store, key: str, size: int):
+def _encode_picture(folder: Path, item: dict, pipe: Callable, tmp: Path, size: int) -> None:
+    """Encode one picture into the store's temporary folder `tmp`."""
+    path, label = folder / item["path"], item["path"]
     image = images.load_image(path, label)
+    ensure_unchanged(path, item["sha256"], label)
     plan = images.fit_plan(image.width, image.height, size)
     pixels = images.fit_square(image, size)
     mean, logvar = model.encode_images(pipe().vae, model.pixels_to_tensor(pixels))
@@ -196,10 +196,9 @@ def _encode_picture(path: Path, label: str, pipe: Callable, store: Store, key: s
         "target_size": [size, size],
         "warnings": warnings,
     }
-    with store.writing(key) as tmp:
-        tensors = {"mean": mean[0].contiguous(), "logvar": logvar[0].contiguous()}
-        save_file(tensors, tmp / "posterior.safetensors")
-        (tmp / "value.json").write_text(canonical_json(meta), encoding="utf-8")
+    tensors = {"mean": mean[0], "logvar": logvar[0]}
+    (tmp / "posterior.safetensors").write_bytes(safetensors_bytes(tensors))
+    (tmp / "value.json").write_text(canonical_json(meta), encoding="utf-8")
 
 
 def cache_caption(
@@ -214,13 +213,13 @@ def cache_caption(
         caption=caption,
         placement=placement.as_dict(),
     )
-    if store.has(key):
-        return key, False
-    embeds, pooled = model.encode_captions(pipe(), [caption])
-    with store.writing(key) as tmp:
+
+    def encode(tmp: Path) -> None:
+        embeds, pooled = model.encode_captions(pipe(), [caption])
         tensors = {"prompt_embeds": embeds[0].float().cpu(), "pooled": pooled[0].float().cpu()}
-        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp / "text.safetensors")
-    return key, True
+        (tmp / "text.safetensors").write_bytes(safetensors_bytes(tensors))
+
+    return key, store.make(key, encode)
 
 
 def load_posterior(path: Path) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,15 +17,14 @@ Not handled: reading a file back into a trainer (a run resumes from its own stat
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from tunesmith.families.sdxl.kohya_names import kohya_stem
 from tunesmith.families.sdxl.train import TARGET_MODULES, SdxlLora
+from tunesmith.store.tensors import write_safetensors
 
 PEFT_METADATA_KEY = "lora_adapter_metadata"  # diffusers.loaders.lora_base.LORA_ADAPTER_METADATA_KEY
 LINEAGE_KEYS = ("tunesmith.base_model_fingerprint", "tunesmith.training_config")
@@ -72,7 +71,8 @@ def save_kohya(
     size: int = 1024,
 ) -> Path:
     lineage = lineage or {}
-    now = datetime.now(UTC)
+    # No wall-clock fields (kohya's ss_training_finished_at, modelspec.date are optional): the
+    # same tensors and settings must give the same bytes, which the renders' cache keys on.
     meta = {
         "format": "pt",
         **lineage,
@@ -86,14 +86,12 @@ def save_kohya(
         "ss_output_name": name,
         "ss_steps": str(steps),
         "ss_resolution": f"({size}, {size})",
-        "ss_training_finished_at": str(now.timestamp()),
         "ss_sd_model_name": lineage.get("tunesmith.base_model", ""),
         # Stability's model spec (sai_model_spec 1.0.0), which ComfyUI and A1111 show
         "modelspec.sai_model_spec": "1.0.0",
         "modelspec.architecture": "stable-diffusion-xl-v1-base/lora",
         "modelspec.implementation": "https://github.com/Stability-AI/generative-models",
         "modelspec.title": name,
-        "modelspec.date": now.strftime("%Y-%m-%d"),
         "modelspec.resolution": f"{size}x{size}",
         "modelspec.prediction_type": lora.prediction_type,
     }
@@ -159,10 +157,4 @@ def _number(x: float) -> str:
 
 
 def _save(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> Path:
-    """Written whole to a temporary name and renamed: a reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file(tensors, tmp, metadata={k: str(v) for k, v in metadata.items()})
-    tmp.replace(path)
-    return path
+    return write_safetensors(Path(path), tensors, {k: str(v) for k, v in metadata.items()})

@@ -27,16 +27,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from tunesmith.backends.placement import Placement
 from tunesmith.families.checkpoint import model_fingerprint
 from tunesmith.families.stable_audio_3 import model
 from tunesmith.media import audio as media_audio
-from tunesmith.media.sniff import MediaError
+from tunesmith.media.sniff import MediaError, ensure_unchanged
 from tunesmith.report import Skipped, StageResult
-from tunesmith.store import Store, canonical_json, content_key
-from tunesmith.store.atomic import atomic_write_json, atomic_write_text, link_into
+from tunesmith.store import DamagedEntry, Store, canonical_json, content_key
+from tunesmith.store.atomic import json_bytes, write_if_changed
+from tunesmith.store.tensors import safetensors_bytes
 from tunesmith.train.prompts import full_prompt, prompt_tags
 
 STAGE_VERSION = 1
@@ -101,26 +102,27 @@ def build_encoded(
                 params=PARAMS,
                 placement=placement.as_dict(),
             )
+            pieces = prompt_tags(item["caption"], item["caption_source"], json.loads(item["tags"]))
+            prompt = full_prompt(pieces)
             try:
-                if store.has(key):
-                    cached += 1
-                else:
-                    _encode_item(folder / item["path"], item["path"], pipe, store, key)
-                    computed += 1
+                (row, item_warnings), built = store.provide(
+                    key,
+                    lambda tmp: _encode_item(folder, item, pipe, tmp),  # noqa: B023
+                    lambda k: _publish(target, item, store, k, prompt, pieces, name),  # noqa: B023
+                )
             except MediaError as exc:
                 skipped.append(Skipped(item["path"], str(exc)))
                 continue
-            pieces = prompt_tags(item["caption"], item["caption_source"], json.loads(item["tags"]))
-            prompt = full_prompt(pieces)
+            computed += built
+            cached += not built
             keys += [key, cache_prompt(pipe, store, text_fp, prompt)]
-            row, item_warnings = _publish(target, item, store.path(key), prompt, pieces, name)
             rows.append(row)
             warnings += item_warnings
         if any(r["model"] == name for r in rows):
             details = content_key(stage="encoded-details", version=STAGE_VERSION, vae=vae_fp)
             if not store.has(details):
                 store.write_json(details, model.encoder_details(pipe().vae))
-            atomic_write_json(target / "details.json", store.read_json(details))
+            write_if_changed(target / "details.json", json_bytes(store.read_json(details)))
             keys.append(details)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     sidecars = [Path(p).read_bytes().decode() for p in frame["sidecar"]]
@@ -137,9 +139,11 @@ def build_encoded(
     return Encoded(frame, result, keys)
 
 
-def _encode_item(path: Path, label: str, pipe: Callable, store: Store, key: str) -> None:
-    vae = pipe().vae
+def _encode_item(folder: Path, item: dict, pipe: Callable, tmp: Path) -> None:
+    """Encode one file into the store's temporary folder `tmp`."""
+    vae, path, label = pipe().vae, folder / item["path"], item["path"]
     audio = media_audio.for_model(path, model.SAMPLE_RATE, vae.downsampling_ratio, label)
+    ensure_unchanged(path, item["sha256"], label)
     latents = model.encode_audio(vae, audio.samples)
     frames = latents.shape[-1]
     meta = {
@@ -150,19 +154,20 @@ def _encode_item(path: Path, label: str, pipe: Callable, store: Store, key: str)
         "padding_mask": [1] * frames,  # whole files: every frame is audio
         "warnings": list(audio.warnings),
     }
-    with store.writing(key) as tmp:
-        np.save(tmp / "latents.npy", latents.numpy().astype(np.float32))
-        (tmp / "value.json").write_text(canonical_json(meta), encoding="utf-8")
+    np.save(tmp / "latents.npy", latents.numpy().astype(np.float32))
+    (tmp / "value.json").write_text(canonical_json(meta), encoding="utf-8")
 
 
 def cache_prompt(pipe, store: Store, text_fp: str, prompt: str) -> str:
     """The store key of `prompt`'s T5Gemma output, computing it if the store lacks it."""
     key = content_key(stage="text", family=model.FAMILY, encoder=text_fp, prompt=prompt)
-    if not store.has(key):
+
+    def encode(tmp: Path) -> None:
         embeds, mask = model.encode_prompts(pipe(), [prompt])
-        with store.writing(key) as tmp:
-            tensors = {"embeds": embeds[0].float().cpu(), "mask": mask[0].cpu()}
-            save_file({k: v.contiguous() for k, v in tensors.items()}, tmp / "text.safetensors")
+        tensors = {"embeds": embeds[0].float().cpu(), "mask": mask[0].cpu()}
+        (tmp / "text.safetensors").write_bytes(safetensors_bytes(tensors))
+
+    store.make(key, encode)
     return key
 
 
@@ -171,21 +176,23 @@ def load_prompt(store: Store, key: str) -> tuple[torch.Tensor, torch.Tensor]:
     return tensors["embeds"], tensors["mask"]
 
 
-def _publish(target: Path, item: dict, entry: Path, prompt: str, pieces: list[str], name: str):
-    """Link the cached latents into the output view and write the sidecar with every tag."""
+def _publish(
+    target: Path, item: dict, store: Store, key: str, prompt: str, pieces: list[str], name: str
+):
+    """Copy the cached latents into the output view and write the sidecar with every tag."""
     stem = target / Path(item["path"]).with_suffix("")
     latents, sidecar = stem.with_suffix(".npy"), stem.with_suffix(".json")
-    link_into(entry / "latents.npy", latents)
-    meta = json.loads((entry / "value.json").read_text(encoding="utf-8"))
+    store.publish(key, "latents.npy", latents)
+    meta = store.read_json(key)
+    if meta is None:
+        raise DamagedEntry(f"{store.path(key)}: damaged; evicted, it is computed again")
     warnings = meta.pop("warnings", [])
     tags = {**json.loads(item["tags"]), "prompt": item["caption"]}
-    text = json.dumps({**meta, **tags}, ensure_ascii=False) + "\n"
-    if not sidecar.exists() or sidecar.read_text(encoding="utf-8") != text:
-        atomic_write_text(sidecar, text)
+    write_if_changed(sidecar, (json.dumps({**meta, **tags}, ensure_ascii=False) + "\n").encode())
     row = {
         "model": name,
         "path": item["path"],
-        "entry": entry.name,  # the store key of the latents
+        "entry": key,  # the store key of the latents
         "latents": str(latents),
         "sidecar": str(sidecar),
         "frames": meta["latent_shape"][-1],
