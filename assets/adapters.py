@@ -111,9 +111,29 @@ def _train(context, plan: engine.RunPlan, placement, manifest_version: str, fold
         "placement": placement.as_dict(),
         "metadata": plan.metadata(manifest_version),
     }
-    dg.PipesSubprocessClient().run(
-        command=[sys.executable, "-m", "pipelines.train_child"], context=context, extras=extras
-    )
+    error_path = engine.error_path(plan)
+    error_path.unlink(missing_ok=True)
+    try:
+        dg.PipesSubprocessClient().run(
+            command=[sys.executable, "-m", "pipelines.train_child"], context=context, extras=extras
+        )
+    except dg.DagsterPipesExecutionError as exc:
+        # One line for a person: the child's own reason when it could write one, else what
+        # is known from outside (it was killed), and what was kept either way.
+        reason = (
+            json.loads(error_path.read_text(encoding="utf-8"))["error"]
+            if error_path.exists()
+            else f"the training process ended without finishing ({_exit_detail(exc)})"
+        )
+        raise dg.Failure(description=f"{plan.run.name}: {reason}; {engine.kept(plan)}") from None
+
+
+def _exit_detail(exc: Exception) -> str:
+    text = str(exc)
+    for line in text.splitlines():
+        if "return code" in line.lower() or "exit" in line.lower():
+            return line.strip()
+    return text.splitlines()[0] if text else "no detail"
 
 
 def _raw_run(run) -> dict:
@@ -142,6 +162,15 @@ def _metadata(rows: list[dict]) -> dict:
         "base_loss": float(first["base_loss"]),
         "best_adapter": dg.MetadataValue.path(first["best_path"]),
         "placement": first.get("placement", ""),
+        "runs_summary": dg.MetadataValue.json(
+            [
+                {
+                    k: r[k]
+                    for k in ("run", "base_loss", "best_loss", "best_step", "best_path", "stopped")
+                }
+                for r in rows
+            ]  # fmt: skip
+        ),
     }
 
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from tunesmith.report import StageResult, write_stage
+from tunesmith.store import Store
+from tunesmith.store.atomic import DiskFull
+from tunesmith.train.config import ConfigError
 
 # Output(data_version=...) is marked beta in 1.13; it is the documented way to report one.
 warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*data_version.*")
@@ -25,11 +31,16 @@ ON_NEW_DATA = AC.eager().replace(
 ) | (AC.code_version_changed() & ~AC.in_progress())
 
 
+# What a person can fix (their config, their disk): reported as one line, not a traceback.
+USER_ERRORS = (ConfigError, DiskFull)
+
+
 def stage_asset(name: str, version: int, description: str, **kwargs: Any):
     """`@dg.asset` for a stage: partitioned by dataset, versioned, stored as parquet, and
     rematerialized by automation only when an upstream data version really changed (the
-    first stage, with no upstream, is started by the sensor, the schedule or a person)."""
-    return dg.asset(
+    first stage, with no upstream, is started by the sensor, the schedule or a person).
+    A user error raised inside becomes a `dg.Failure` carrying its one-line message."""
+    decorate = dg.asset(
         name=name,
         partitions_def=datasets,
         code_version=f"{name}-{version}",
@@ -39,10 +50,38 @@ def stage_asset(name: str, version: int, description: str, **kwargs: Any):
         description=description,
         **kwargs,
     )
+    return lambda fn: decorate(_user_errors_as_failures(fn))
 
 
-def stage_output(value: Any, result: StageResult, dataset_out: Path, **metadata: Any) -> dg.Output:
-    """The asset's Output: data version, report.json section, and the run's metadata."""
+def _user_errors_as_failures(fn):
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except USER_ERRORS as exc:
+                raise dg.Failure(description=str(exc)) from None
+
+        return generator
+
+    @functools.wraps(fn)
+    def function(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except USER_ERRORS as exc:
+            raise dg.Failure(description=str(exc)) from None
+
+    return function
+
+
+def stage_output(
+    value: Any, result: StageResult, dataset_out: Path, store: Store | None = None, **metadata: Any
+) -> dg.Output:
+    """The asset's Output: data version, report.json section, and the run's metadata (with the
+    store entries found damaged and evicted while the stage ran, when given its store)."""
+    if store is not None and store.evictions:
+        result.extra["evicted"] = list(store.evictions)
     report = write_stage(dataset_out, result)
     md: dict[str, Any] = {
         "items": result.items,
@@ -57,4 +96,7 @@ def stage_output(value: Any, result: StageResult, dataset_out: Path, **metadata:
     if result.skipped:
         rows = "\n".join(f"| `{s.path}` | {s.reason} |" for s in result.skipped)
         md["skipped_items"] = dg.MetadataValue.md(f"| file | reason |\n|---|---|\n{rows}")
+        md["skipped_list"] = dg.MetadataValue.json([asdict(s) for s in result.skipped])
+    if result.extra.get("evicted"):
+        md["evicted"] = "\n".join(result.extra["evicted"])
     return dg.Output(value, data_version=dg.DataVersion(result.data_version), metadata=md)

@@ -74,4 +74,4 @@ def encoded(
     store.set_roots(f"{key}/encoded", keys)
     for item in result.skipped:
         context.log.warning(f"skipped {item.path}: {item.reason}")
-    return stage_output(frame, result, storage.dataset_out(key))
+    return stage_output(frame, result, storage.dataset_out(key), store=store)

@@ -35,6 +35,7 @@ def labels(
         result.frame,
         result.result,
         out,
+        store=store,
         side_step_dataset=dg.MetadataValue.path(str(side_step)),
         placement="cpu",
         warnings="\n".join(result.result.extra.get("warnings", [])) or "none",

@@ -51,14 +51,16 @@ def renders(
             return sdxl_sample.Renderer(folder, placement, run.train.size, adapter)
         return sa3_sample.Renderer(folder, placement, adapter)
 
-    result = engine.build_renders(runs, fingerprints, out, storage.store(), placements, renderer)
-    storage.store().set_roots(f"{key}/renders", result.keys)
+    store = storage.store()
+    result = engine.build_renders(runs, fingerprints, out, store, placements, renderer)
+    store.set_roots(f"{key}/renders", result.keys)
     for note in result.result.extra.get("notes", []):
         context.log.warning(note)
     return stage_output(
         result.frame,
         result.result,
         out,
+        store=store,
         placement=_placement_text(placements),
         renders_folder=dg.MetadataValue.path(str(out / "renders")),
         notes="; ".join(result.result.extra.get("notes", [])) or "none",

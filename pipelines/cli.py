@@ -4,6 +4,7 @@
     tunesmith status [DATASET...]  per dataset and stage: fresh, stale or missing, and why
     tunesmith ui                 the Dagster UI (`dagster dev`) on 127.0.0.1
     tunesmith examples           write the example datasets
+    tunesmith verify [DATASET...]  check every cached file's hash; damaged entries are removed
     tunesmith gc [--dry-run]     remove store entries no current materialization uses
 
 Runs are recorded in DAGSTER_HOME (default `data/dagster_home`), so the UI shows them.
@@ -13,31 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
-
-DAGSTER_YAML = """\
-# Written by tunesmith when it creates a Dagster home.
-concurrency:
-  pools:
-    default_limit: 1          # pool "gpu": one accelerator step at a time
-run_monitoring:
-  enabled: true
-  free_slots_after_run_end_seconds: 300
-telemetry:
-  enabled: false
-"""
-
-
-def dagster_home() -> Path:
-    """DAGSTER_HOME, made persistent: without it Dagster throws the run history away."""
-    home = Path(os.environ.get("DAGSTER_HOME") or "data/dagster_home").absolute()
-    home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        (home / "dagster.yaml").write_text(DAGSTER_YAML)
-    os.environ["DAGSTER_HOME"] = str(home)
-    return home
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("datasets", nargs="*", help="dataset folder names or partition keys")
     status = sub.add_parser("status", help="fresh, stale or missing, per dataset and stage")
     status.add_argument("datasets", nargs="*")
-    sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
+    ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
+    ui.add_argument("--port", type=int, default=3000)
+    verify = sub.add_parser("verify", help="check the hashes of every cached file")
+    verify.add_argument("datasets", nargs="*")
     examples = sub.add_parser("examples", help="write the example datasets")
     examples.add_argument("--to", type=Path, default=None, help="default: the datasets root")
     gc = sub.add_parser("gc", help="remove unreferenced store entries")
@@ -58,23 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         return _examples(args.to)
     if args.command == "gc":
         return _gc(args.dry_run)
-    dagster_home()
-    if args.command == "ui":
-        cmd = [
-            sys.executable,
-            "-m",
-            "dagster",
-            "dev",
-            "-h",
-            "127.0.0.1",
-            "-m",
-            "pipelines.definitions",
-        ]
-        os.execvp(cmd[0], cmd)
     from pipelines import operations
 
+    if args.command == "ui":
+        return operations.ui(args.port)
     if args.command == "run":
         return operations.run(args.datasets)
+    if args.command == "verify":
+        return operations.verify(args.datasets)
     return operations.status(args.datasets)
 
 

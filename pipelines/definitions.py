@@ -11,11 +11,14 @@ from assets.encoded import encoded
 from assets.labels import labels
 from assets.manifest import manifest
 from assets.renders import renders
+from pipelines import dagster_fixes
 from pipelines.jobs import build_dataset
 from pipelines.schedules import nightly_rebuild
 from pipelines.sensors import dataset_folder_sensor
 from resources.compute import ComputeResource
 from resources.storage import ParquetIOManager, StorageResource
+
+dagster_fixes.apply()  # every process that loads these definitions runs their steps
 
 ASSETS = [manifest, labels, encoded, adapters, renders, auditions]
 

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import dagster as dg
+import pandas as pd
+import psutil
 
 from assets.common import datasets as datasets_partitions
 from pipelines.definitions import ASSETS, defs
+from pipelines.instance import open_instance, reap_dead_runs
 from resources.storage import StorageResource
 from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.dataset.manifest import fast_fingerprint
 from tunesmith.report import read_report
+from tunesmith.store import Store
 
 STAGES = [a.key for a in ASSETS]  # in dependency order
-# Dagster's console logger prints every engine event at DEBUG; the summary says enough.
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _select(names: list[str]) -> dict[str, object]:
@@ -31,70 +42,176 @@ def _select(names: list[str]) -> dict[str, object]:
 
 
 def run(names: list[str]) -> int:
+    """Build the datasets in a child process (`pipelines.build`) and supervise it.
+
+    Before anything runs, runs left unfinished by a killed build are failed and their pool
+    slots freed, and temporary store entries of dead writers removed. SIGTERM and SIGINT reach
+    the child and, if it has not stopped within a grace period, its whole process tree is
+    killed; either way the run is closed and the command exits with 128 + the signal.
+    """
     folders = _select(names)
+    roots = StorageResource().roots()
     if not folders:
-        print(f"no datasets under {StorageResource().roots().datasets}")
+        print(f"no datasets under {roots.datasets}")
         return 1
     for name, key in renamed(folders).items():
         print(f"dataset folder {name!r} is partition {key!r}")
-    instance = dg.DagsterInstance.get()
+    instance = open_instance()
+    reap_dead_runs(instance)
+    swept = Store(roots.store).sweep()
+    if swept:
+        print(f"removed {len(swept)} temporary store entries left by a killed build")
     instance.add_dynamic_partitions(datasets_partitions.name, list(folders))
-    job = defs.resolve_job_def("build_dataset")
-    failed = []
-    for key in folders:
-        print(f"== {key}")
-        result = job.execute_in_process(
-            instance=instance, partition_key=key, raise_on_error=False, run_config=QUIET
-        )
-        if not result.success:
-            failed.append(key)
-        _summary(key)
-    pages = [p for key in folders for p in read_report(StorageResource().dataset_out(key)).get(
-        "auditions", []
-    )]  # fmt: skip
-    if pages:
+    code = _supervise([sys.executable, "-m", "pipelines.build", *folders], instance)
+    pages = [p for key in folders for p in read_report(roots.dataset_out(key)).get("auditions", [])]
+    if pages and code == 0:
         print("audition pages (open in a browser):")
         for page in pages:
             print(f"  {page}")
-    if failed:
-        print(f"failed: {', '.join(failed)} (see `tunesmith ui` for the run logs)")
-    return 1 if failed else 0
+    return code
 
 
-def _summary(key: str) -> None:
-    out = StorageResource().dataset_out(key)
-    report = read_report(out)
-    stages = report.get("stages", {})
-    for stage in (k.to_user_string() for k in STAGES if k.to_user_string() in stages):
-        entry = stages[stage]
-        skipped = entry.get("skipped", [])
+GRACE_SECONDS = 20.0  # how long a signalled build may take to close its run before a kill
+
+
+def _supervise(command: list[str], instance: dg.DagsterInstance) -> int:
+    child = subprocess.Popen(command)
+    received: list[tuple[int, float]] = []  # (signal, when)
+
+    def forward(signum: int, _frame) -> None:
+        received.append((signum, time.monotonic()))
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if received and time.monotonic() - received[0][1] > GRACE_SECONDS:
+                    _kill_tree(child.pid)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received:
+        _kill_tree(child.pid)  # a training child the build left behind
+        reap_dead_runs(instance)
+        signum = received[0][0]
         print(
-            f"  {stage:<10} items {entry['items']:>4}  computed {entry['computed']:>4}  "
-            f"cached {entry['cached']:>4}  skipped {len(skipped):>3}  {entry['seconds']:>8.2f} s"
+            f"stopped by {signal.Signals(signum).name}: finished items are kept in the store "
+            "and saved training state in its run folder; the next `tunesmith run` continues "
+            "from them"
         )
-        for s in skipped:
-            print(f"      skipped {s['path']}: {s['reason']}")
-        for run in entry.get("runs", []):
-            print(
-                f"      run {run['run']}: validation loss {run['base_loss']:.4f} (base) → "
-                f"{run['best_loss']:.4f} (best, step {run['best_step']}); {run['best_path']}"
-            )
-    print(f"  report: {out / 'report.json'}")
+        return 128 + signum
+    if code < 0:  # the build itself was killed
+        reap_dead_runs(instance)
+    return 0 if code == 0 else 1
+
+
+def _kill_tree(pid: int) -> None:
+    try:
+        parent = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    for proc in [*parent.children(recursive=True), parent]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+
+
+def verify(names: list[str]) -> int:
+    """Check the sha256 of every store file the datasets' last builds used; damaged entries are
+    removed (the next build computes them again). Exit 1 when anything was damaged."""
+    store = Store(StorageResource().roots().store)
+    damaged = 0
+    for key, folder in _select(names).items():
+        keys = store.root_keys(key)
+        problems = store.verify(keys)
+        damaged += len(problems)
+        print(f"== {key} ({folder}): {len(keys)} cached entries, {len(problems)} damaged")
+        for line in problems:
+            print(f"  {line}")
+    return 1 if damaged else 0
+
+
+def ui(port: int) -> int:
+    """`dagster dev` on 127.0.0.1:port in its own process group, stopped (with its webserver
+    and daemon) on SIGTERM or SIGINT — also when started in the background, where a shell
+    leaves SIGINT ignored."""
+    open_instance()
+    command = [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p", str(port),
+               "-m", "pipelines.definitions"]  # fmt: skip
+    child = subprocess.Popen(command, start_new_session=True)
+    stopping: list[int] = []
+
+    def stop(signum: int, _frame) -> None:
+        stopping.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGTERM)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
+    deadline = None
+    while (code := child.poll()) is None:
+        if stopping and deadline is None:
+            deadline = time.monotonic() + 8.0  # the webserver and daemon get 8 s to close
+        if deadline is not None and time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)  # anything of the UI's still running
+    return 128 + stopping[0] if stopping else code
 
 
 def status(names: list[str]) -> int:
     """Per dataset and stage: fresh, stale (with the cause) or missing."""
-    instance = dg.DagsterInstance.get()
+    instance = open_instance()
+    reap_dead_runs(instance)
     graph = defs.resolve_asset_graph()
+    storage = StorageResource()
+    store = storage.store()
     for key, folder in _select(names).items():
         print(f"== {key} ({folder})")
         state: dict[dg.AssetKey, tuple[str, str]] = {}
         for asset_key in STAGES:
             record = _latest(instance, asset_key, key)
-            state[asset_key] = _stage_status(instance, graph, asset_key, key, folder, record, state)
-            word, cause = state[asset_key]
+            word, cause = _stage_status(instance, graph, asset_key, key, folder, record, state)
+            if word == "fresh":
+                stage = asset_key.to_user_string()
+                cause = _lost_output(storage.dataset_out(key), stage) or _damaged(store, key, stage)
+                word = "stale" if cause else word
+            state[asset_key] = word, cause
             print(f"  {asset_key.to_user_string():<10} {word:<8} {cause}")
     return 0
+
+
+# Columns of the stage tables that name files a build wrote.
+OUTPUT_COLUMNS = ("latents", "sidecar", "best_path", "last_path", "wav", "mp3", "spectrogram",
+                  "image", "page")  # fmt: skip
+
+
+def _lost_output(out: Path, stage: str) -> str:
+    """The first file the stage's last build wrote that is gone, as a cause; "" if none."""
+    table = out / f"{stage}.parquet"
+    if not table.exists():
+        return f"its table {table} is missing"
+    frame = pd.read_parquet(table)
+    for column in (c for c in OUTPUT_COLUMNS if c in frame):
+        for path in frame[column].dropna():
+            if path and not Path(path).exists():
+                return f"{path} is missing (the next build writes it again)"
+    return ""
+
+
+def _damaged(store: Store, dataset: str, stage: str) -> str:
+    roots = store.roots / dataset / f"{stage}.json"
+    keys = json.loads(roots.read_text(encoding="utf-8")) if roots.exists() else []
+    damaged = store.damaged(keys)
+    if not damaged:
+        return ""
+    return f"{len(damaged)} cached entries damaged, first {damaged[0]} (the next build redoes them)"
 
 
 def _latest(instance, asset_key: dg.AssetKey, partition: str, upto: int | None = None):

@@ -12,6 +12,7 @@ import json
 import dagster as dg
 
 from assets.common import datasets
+from pipelines.instance import reap_dead_runs
 from pipelines.jobs import build_dataset
 from resources.storage import StorageResource
 from tunesmith.dataset.folders import dataset_folders, renamed
@@ -28,6 +29,8 @@ from tunesmith.dataset.manifest import fast_fingerprint
 def dataset_folder_sensor(
     context: dg.SensorEvaluationContext, storage: StorageResource
 ) -> dg.SensorResult:
+    # A command-line build killed mid-run holds the gpu pool until someone closes its run.
+    reap_dead_runs(context.instance, say=context.log.warning)
     folders = dataset_folders(storage.roots().datasets)
     for name, key in renamed(folders).items():
         context.log.info(f"dataset folder {name!r} is partition {key!r}")

@@ -6,43 +6,60 @@ out-of-memory kill fails the asset's step, not the orchestrator. It needs only t
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pandas as pd
 from dagster_pipes import open_dagster_pipes
 
 from tunesmith.backends.placement import Placement
-from tunesmith.store.atomic import atomic_write_json
-from tunesmith.train.config import resolve_run
+from tunesmith.store.atomic import DiskFull, atomic_write_json
+from tunesmith.train.config import ConfigError, resolve_run
+from tunesmith.train.loop import TrainingError
+from tunesmith.train.state import ResumeError
+
+# Stops a person can act on: their one-line message is handed to the asset (error.json).
+EXPECTED = (DiskFull, TrainingError, ResumeError, ConfigError, MemoryError)
 
 
 def main() -> None:
     with open_dagster_pipes() as pipes:
         extras = pipes.extras
-        run = resolve_run(extras["run"], Path(extras["config_source"]), 0)
-        placement = Placement(**extras["placement"], reason="chosen by the asset")
-        items = pd.DataFrame(extras["items"])
-        train_run = _trainer(run.family, placement.backend)
-        run_dir = Path(extras["run_dir"])
-        run_dir.mkdir(parents=True, exist_ok=True)
-        # underfit's progress bar goes to train.log; validation lines go to the Dagster run.
-        with open(run_dir / "train.log", "a", encoding="utf-8") as progress:
-            result = train_run(
-                run,
-                Path(extras["checkpoint"]),
-                items,
-                run_dir,
-                placement,
-                extras["metadata"],
-                log=pipes.log.info,
-                progress=progress,
-            )
-        document = {**result.as_dict(), "placement": str(placement), "family": run.family}
-        atomic_write_json(Path(extras["result_path"]), document)
-        pipes.log.info(
-            f"{run.name}: done, best validation loss {result.best_loss:.6f} at step "
-            f"{result.best_step} (base {result.base_loss:.6f})"
+        try:
+            train(pipes, extras)
+        except EXPECTED as exc:
+            reason = str(exc) or type(exc).__name__
+            with contextlib.suppress(OSError):  # the disk may be the problem
+                atomic_write_json(Path(extras["run_dir"]) / "error.json", {"error": reason})
+            pipes.log.error(reason)
+            raise
+
+
+def train(pipes, extras: dict) -> None:
+    run = resolve_run(extras["run"], Path(extras["config_source"]), 0)
+    placement = Placement(**extras["placement"], reason="chosen by the asset")
+    items = pd.DataFrame(extras["items"])
+    train_run = _trainer(run.family, placement.backend)
+    run_dir = Path(extras["run_dir"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # underfit's progress bar goes to train.log; validation lines go to the Dagster run.
+    with open(run_dir / "train.log", "a", encoding="utf-8") as progress:
+        result = train_run(
+            run,
+            Path(extras["checkpoint"]),
+            items,
+            run_dir,
+            placement,
+            extras["metadata"],
+            log=pipes.log.info,
+            progress=progress,
         )
+    document = {**result.as_dict(), "placement": str(placement), "family": run.family}
+    atomic_write_json(Path(extras["result_path"]), document)
+    pipes.log.info(
+        f"{run.name}: done, best validation loss {result.best_loss:.6f} at step "
+        f"{result.best_step} (base {result.base_loss:.6f})"
+    )
 
 
 def _trainer(family: str, backend: str = "torch"):

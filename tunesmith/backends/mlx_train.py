@@ -26,7 +26,6 @@ Not handled: conv adapters (see `mlx_lora`), gradient checkpointing, demos rende
 from __future__ import annotations
 
 import random
-import struct
 import sys
 import time
 from collections.abc import Callable
@@ -52,6 +51,7 @@ from tunesmith.families.stable_audio_3.train import DEFAULT_INCLUDE, Objective
 from tunesmith.train import loop, timesteps
 from tunesmith.train.config import RunConfig
 from tunesmith.train.data import Batch, Sampler, Split, load_items, split_holdout
+from tunesmith.train.history import History
 from tunesmith.train.memory import MemoryCap
 from tunesmith.train.prompts import training_prompt
 from tunesmith.train.state import ResumeError, RunState, latest_state, load_state, save_state
@@ -361,8 +361,7 @@ def train(
         objective.render_samples(run_dir / "samples", 0)
     resumed_from = step if saved is not None else None
 
-    events = open(run_dir / "events.jsonl", "a", encoding="utf-8")
-    by_timestep = open(run_dir / "loss_by_timestep.bin", "ab")
+    history_files = History(run_dir, step)
     trained, train_seconds, stopped = 0, 0.0, ""
     cap = MemoryCap(cfg.cap, "cpu")  # the run ends itself past it
     pbar = loop._bar(step, sampler.epoch, progress)
@@ -407,15 +406,14 @@ def train(
             pbar.set_description(f"Step {step}, Epoch {sampler.epoch}")
             pbar.update(1)
             t_mean = t.float().mean().item()
-            by_timestep.write(struct.pack("<Iff", step, t_mean, value))
-            loop._event(events, "step", step=step, loss=value, lr=lr, t=t_mean,
-                        grad_norm=grad_norm, lora_magnitude=magnitude)  # fmt: skip
+            history_files.step(step, t_mean, value, lr=lr, grad_norm=grad_norm,
+                               lora_magnitude=magnitude)  # fmt: skip
             over = cap.passed()
 
             if step % cfg.eval_every == 0 or step == cfg.steps or over:
                 measured = validation.loss(objective.loss)
                 history.append({"step": step, "loss": measured})
-                loop._event(events, "validation", step=step, loss=measured)
+                history_files.event("validation", step=step, loss=measured)
                 log(f"{run.name}: step {step} validation loss {measured:.6f}")
                 objective.render_samples(run_dir / "samples", step)
                 if measured < best["loss"]:
@@ -428,7 +426,7 @@ def train(
             if step % cfg.checkpoint_every == 0 or step == cfg.steps or over:
                 path = objective.save(checkpoints_dir, step, sampler.epoch, metadata)
                 checkpoints.append(str(path))
-                loop._event(events, "checkpoint", step=step, path=str(path))
+                history_files.event("checkpoint", step=step, path=str(path))
                 save_state(
                     state_dir,
                     RunState(
@@ -445,15 +443,14 @@ def train(
                         identity=identity,
                     ),
                 )
-                by_timestep.flush()
+                history_files.flush()
             if over:
                 stopped = f"stopped at step {step} of {cfg.steps}: {over} (train.cap)"
                 log(f"{run.name}: {stopped}; checkpoint and state kept")
                 break
     finally:
         pbar.close()
-        events.close()
-        by_timestep.close()
+        history_files.close()
 
     return loop.TrainResult(
         steps=step,

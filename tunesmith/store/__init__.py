@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunesmith.store.atomic import TMP_PREFIX, atomic_write_json, sweep_temporaries
+from tunesmith.store.atomic import TMP_PREFIX, atomic_write_json, disk_space, sweep_temporaries
 
 __all__ = ["Store", "GcResult", "DamagedEntry", "canonical_json", "content_key", "sha256_file"]
 
@@ -137,7 +137,7 @@ class Store:
         tmp = destination.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{destination.name}")
         digest = hashlib.sha256()
         try:
-            with open(source, "rb") as f, open(tmp, "wb") as out:
+            with disk_space(destination, name), open(source, "rb") as f, open(tmp, "wb") as out:
                 fcntl.flock(out, fcntl.LOCK_EX)
                 while chunk := f.read(CHUNK):
                     digest.update(chunk)
@@ -165,6 +165,17 @@ class Store:
                 problems.append(self.evictions[-1])
         return problems
 
+    def damaged(self, keys: Iterable[str]) -> list[str]:
+        """The entries among `keys` whose files have lost their recorded sizes (read only:
+        nothing is evicted, for `tunesmith status`)."""
+        lines = []
+        for key in sorted(set(keys)):
+            entry = self.path(key)
+            problem = _size_problem(entry) if entry.is_dir() else "missing"
+            if problem:
+                lines.append(f"{entry}: {problem}")
+        return lines
+
     def evict(self, key: str, reason: str) -> None:
         entry = self.path(key)
         doomed = entry.with_name(f"{TMP_PREFIX}evicted-{uuid.uuid4().hex[:8]}-{key}")
@@ -187,14 +198,16 @@ class Store:
         On an exception the temporary folder is removed and nothing is published.
         """
         final = self.path(key)
-        final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}")
-        tmp.mkdir()
+        with disk_space(final, "a cache entry"):
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
         lock = os.open(tmp, os.O_RDONLY)
         fcntl.flock(lock, fcntl.LOCK_EX)  # a live writer: `sweep` leaves this folder alone
         try:
-            yield tmp
-            _write_record(tmp)
+            with disk_space(final, "a cache entry"):
+                yield tmp
+                _write_record(tmp)
             try:
                 tmp.rename(final)
             except OSError:

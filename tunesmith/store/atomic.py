@@ -12,15 +12,43 @@ fsync the file but not its folder.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 TMP_PREFIX = ".tmp-"
+
+
+class DiskFull(OSError):
+    """No space left where tunesmith writes; the message says where, how much is free, what
+    was kept and what the next build does."""
+
+
+@contextmanager
+def disk_space(path: Path, what: str) -> Iterator[None]:
+    """Turn "no space left" (or a quota) while writing `what` at `path` into one clear line."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or isinstance(exc, DiskFull):
+            raise
+        folder = Path(path)
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        free = shutil.disk_usage(folder).free
+        raise DiskFull(
+            exc.errno,
+            f"disk full: could not write {what} at {path} ({free / 1e6:.1f} MB free there); "
+            "everything finished before it is kept, nothing half-written; free some space and "
+            "build again, it continues from what is kept",
+        ) from exc
 
 
 def temporary_name(path: Path) -> Path:
@@ -31,14 +59,15 @@ def temporary_name(path: Path) -> Path:
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "wb") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes or the process dies
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-            os.replace(tmp, path)
+        with disk_space(path, path.name):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            with os.fdopen(fd, "wb") as f:
+                fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes or the process dies
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+                os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

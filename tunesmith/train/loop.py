@@ -16,9 +16,7 @@ and the prompt generator (templates, trigger). Validation draws from none of the
 
 from __future__ import annotations
 
-import json
 import random
-import struct
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +30,7 @@ from tqdm import tqdm
 from tunesmith.train import timesteps
 from tunesmith.train.config import RunConfig
 from tunesmith.train.data import Batch, Sampler, Split
+from tunesmith.train.history import History
 from tunesmith.train.memory import MemoryCap
 from tunesmith.train.prompts import training_prompt
 from tunesmith.train.state import RunState, latest_state, load_state, restore, save_state
@@ -121,8 +120,7 @@ def train(
         objective.render_samples(run_dir / "samples", 0)
     resumed_from = step if saved is not None else None
 
-    events = open(run_dir / "events.jsonl", "a", encoding="utf-8")
-    by_timestep = open(run_dir / "loss_by_timestep.bin", "ab")
+    history_files = History(run_dir, step)
     trained, train_seconds, stopped = 0, 0.0, ""
     cap = MemoryCap(cfg.cap, str(getattr(objective, "device", "cpu")))  # ends the run past it
     pbar = _bar(step, sampler.epoch, progress)
@@ -174,15 +172,14 @@ def train(
             pbar.set_description(f"Step {step}, Epoch {sampler.epoch}")
             pbar.update(1)
             t_mean = t.float().mean().item()
-            by_timestep.write(struct.pack("<Iff", step, t_mean, value))  # underfit's record
-            _event(events, "step", step=step, loss=value, lr=lr, t=t_mean,
-                   grad_norm=grad_norm, lora_magnitude=magnitude)  # fmt: skip
+            history_files.step(step, t_mean, value, lr=lr, grad_norm=grad_norm,
+                               lora_magnitude=magnitude)  # fmt: skip
             over = cap.passed()
 
             if step % cfg.eval_every == 0 or step == cfg.steps or over:
                 measured = validation.loss(objective.loss)
                 history.append({"step": step, "loss": measured})
-                _event(events, "validation", step=step, loss=measured)
+                history_files.event("validation", step=step, loss=measured)
                 log(f"{run.name}: step {step} validation loss {measured:.6f}")
                 objective.render_samples(run_dir / "samples", step)
                 if measured < best["loss"]:
@@ -195,7 +192,7 @@ def train(
             if step % cfg.checkpoint_every == 0 or step == cfg.steps or over:
                 path = objective.save(checkpoints_dir, step, sampler.epoch, metadata)
                 checkpoints.append(str(path))
-                _event(events, "checkpoint", step=step, path=str(path))
+                history_files.event("checkpoint", step=step, path=str(path))
                 save_state(
                     state_dir,
                     RunState(
@@ -212,15 +209,14 @@ def train(
                         identity=identity,
                     ),
                 )
-                by_timestep.flush()
+                history_files.flush()
             if over:
                 stopped = f"stopped at step {step} of {cfg.steps}: {over} (train.cap)"
                 log(f"{run.name}: {stopped}; checkpoint and state kept")
                 break
     finally:
         pbar.close()
-        events.close()
-        by_timestep.close()
+        history_files.close()
 
     return TrainResult(
         steps=step,
@@ -258,9 +254,3 @@ def _norms(params: list[torch.nn.Parameter]) -> tuple[float, float]:
 def _bar(step: int, epoch: int, stream: TextIO) -> tqdm:
     # underfit's progress output: one bar per epoch, redrawn every step.
     return tqdm(desc=f"Step {step}, Epoch {epoch}", mininterval=0, miniters=1, file=stream)
-
-
-def _event(stream, kind: str, **fields: Any) -> None:
-    record = {"event": kind, "time": time.time(), **fields}
-    stream.write(json.dumps(record, allow_nan=True) + "\n")
-    stream.flush()

@@ -90,5 +90,21 @@ def plan(
     return RunPlan(run, checkpoint, run_dir, key, fingerprint, items)
 
 
+def error_path(plan: RunPlan) -> Path:
+    """Where the training process writes its one-line reason when it stops on an error."""
+    return plan.run_dir / "error.json"
+
+
+def kept(plan: RunPlan) -> str:
+    """What a failed or killed run leaves for the next build, in words."""
+    steps = [int(p.name.split("=", 1)[1]) for p in (plan.run_dir / "state").glob("step=*")]
+    if not steps:
+        return "no training state was saved yet; the next build starts this run over"
+    return (
+        f"the state at step {max(steps)} is kept in {plan.run_dir / 'state'}; the next build "
+        "resumes from it"
+    )
+
+
 def read_result(plan: RunPlan) -> dict[str, Any]:
     return json.loads(plan.result_path.read_text(encoding="utf-8"))

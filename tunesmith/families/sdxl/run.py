@@ -40,8 +40,8 @@ from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.sample import DTYPES, render_demo
 from tunesmith.families.sdxl.train import Picture, SdxlLora, ValidationSet, pictures_from_frame
 from tunesmith.render.demos import write_png
-from tunesmith.train import loop
 from tunesmith.train.config import RunConfig
+from tunesmith.train.history import History
 from tunesmith.train.loop import TrainingError, TrainResult
 from tunesmith.train.memory import MemoryCap
 from tunesmith.train.state import RunState, latest_state, load_state, restore, save_state
@@ -184,7 +184,7 @@ def train_run(
         save_state(state_dir, state)
 
     stopped, trained, train_seconds = "", 0, 0.0
-    events = open(run_dir / "events.jsonl", "a", encoding="utf-8")
+    history_files = History(run_dir, step)
     bar = tqdm(desc=run.name, initial=step, total=cfg.steps, file=progress or sys.stdout)
     try:
         while step < cfg.steps:
@@ -200,28 +200,29 @@ def train_run(
             train_seconds += time.perf_counter() - tick
             bar.set_postfix({"train/loss": f"{loss:.6f}", "train/lr": f"{cfg.lr:.3e}"})
             bar.update(1)
-            loop._event(events, "step", step=step, loss=loss, t=t.float().mean().item())
+            history_files.step(step, t.float().mean().item(), loss)
 
             over = cap.passed()
             if step % cfg.eval_every == 0 or step == cfg.steps or over:
                 measured = measure(step)
                 history.append({"step": step, "loss": measured})
-                loop._event(events, "validation", step=step, loss=measured)
+                history_files.event("validation", step=step, loss=measured)
                 log(f"{run.name}: step {step} validation loss {measured:.6f}")
                 if measured < best["loss"]:
                     best = {"step": step, "loss": measured}
                     write(best_file, step, measured)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps or over:
                 checkpoint_state()
-                loop._event(events, "checkpoint", step=step, path=str(state_dir))
+                history_files.flush()
+                history_files.event("checkpoint", step=step, path=str(state_dir))
             if over:
                 stopped = f"stopped at step {step} of {cfg.steps}: {over} (train.cap)"
                 log(f"{run.name}: {stopped}; adapter files and state kept")
-                loop._event(events, "stopped", step=step, reason=over)
+                history_files.event("stopped", step=step, reason=over)
                 break
     finally:
         bar.close()
-        events.close()
+        history_files.close()
 
     if best["step"] != step:
         last_path = write(last_file, step, history[-1]["loss"])

@@ -1,0 +1,91 @@
+"""The building process of `tunesmith run`: `python -m pipelines.build DATASET...`.
+
+It materializes the `build_dataset` job for each dataset in this process (the code path the
+UI's runs take), tagging each run with this process's id so a later build can tell a killed
+run from a live one, and prints a summary made from the run's own events: two builds at once
+each report what they did, not what the other did.
+
+`tunesmith run` starts it as a child and stays responsive to SIGTERM and SIGINT itself (Dagster
+defers interrupts inside a run to its own checkpoints); see `pipelines.operations`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import dagster as dg
+
+from pipelines.definitions import ASSETS, defs
+from pipelines.instance import launcher_tags, open_instance, watch_pool
+
+# Dagster's console logger prints every engine event at DEBUG; the summary says enough.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+STAGES = [a.key.to_user_string() for a in ASSETS]  # in dependency order
+
+
+def build(keys: list[str]) -> int:
+    instance = open_instance()
+    job = defs.resolve_job_def("build_dataset")
+    failed = 0
+    for key in keys:
+        print(f"== {key}", flush=True)
+        with watch_pool(instance, say=lambda line: print(line, flush=True)):
+            result = job.execute_in_process(
+                instance=instance,
+                partition_key=key,
+                raise_on_error=False,
+                run_config=QUIET,
+                tags=launcher_tags(),
+            )
+        print("\n".join(summary(result)), flush=True)
+        failed += not result.success
+    return 1 if failed else 0
+
+
+def summary(result: dg.ExecuteInProcessResult) -> list[str]:
+    """What this run did, stage by stage, from its own materializations and checks."""
+    lines = []
+    stages = {
+        event.asset_key.to_user_string(): {
+            k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()
+        }
+        for event in result.get_asset_materialization_events()
+    }
+    for stage in (s for s in STAGES if s in stages):
+        md = stages[stage]
+        lines.append(
+            f"  {stage:<10} items {md['items']:>4}  computed {md['computed']:>4}  "
+            f"cached {md['cached']:>4}  skipped {md['skipped']:>3}  {md['seconds']:>8.2f} s"
+        )
+        for item in md.get("skipped_list") or []:
+            lines.append(f"      skipped {item['path']}: {item['reason']}")
+        for line in (md.get("evicted") or "").splitlines():
+            lines.append(f"      {line}")
+        for run in md.get("runs_summary") or []:
+            lines.append(
+                f"      run {run['run']}: validation loss {run['base_loss']:.4f} (base) → "
+                f"{run['best_loss']:.4f} (best, step {run['best_step']}); {run['best_path']}"
+            )
+            if run.get("stopped"):
+                lines.append(f"      run {run['run']}: {run['stopped']}")
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            problems = check.metadata.get("problems")
+            detail = getattr(problems, "value", problems) or ""
+            lines.append(f"  check {check.check_name} FAILED: {detail}")
+    for event in result.get_step_failure_events():
+        lines.append(f"  failed: {event.step_key}: {failure_reason(event)}")
+    return lines
+
+
+def failure_reason(event: dg.DagsterEvent) -> str:
+    """One line: a user error's own words (dg.Failure), else the exception's last line."""
+    data = event.step_failure_data
+    if data.user_failure_data and data.user_failure_data.description:
+        return data.user_failure_data.description
+    lines = (data.error.message if data.error else "unknown error").strip().splitlines()
+    return lines[-1] if lines else "unknown error"
+
+
+if __name__ == "__main__":
+    sys.exit(build(sys.argv[1:]))
