@@ -1,9 +1,12 @@
 """Asset `adapters`: one trained adapter per run, each trained in its own process (Pipes)."""
 
 import json
+import os
 import sys
+import tempfile
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -111,8 +114,16 @@ def _train(context, plan: engine.RunPlan, placement, manifest_version: str, fold
         "placement": placement.as_dict(),
         "metadata": plan.metadata(manifest_version),
     }
-    error_path = engine.error_path(plan)
-    error_path.unlink(missing_ok=True)
+    # The child's one-line reason goes to memory-backed temporary storage where there is one:
+    # a full disk must not also swallow the message that says so.
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="tunesmith-", dir=shm) as folder:
+        error_path = Path(folder) / "error.json"
+        extras["error_path"] = str(error_path)
+        _run_child(context, plan, extras, error_path)
+
+
+def _run_child(context, plan: engine.RunPlan, extras: dict, error_path: Path) -> None:
     try:
         dg.PipesSubprocessClient().run(
             command=[sys.executable, "-m", "pipelines.train_child"], context=context, extras=extras

@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         return operations.run(args.datasets)
     if args.command == "verify":
         return operations.verify(args.datasets)
-    return operations.status(args.datasets)
+    from pipelines import status
+
+    return status.status(args.datasets)
 
 
 def _examples(to: Path | None) -> int:

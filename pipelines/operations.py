@@ -1,30 +1,28 @@
-"""`tunesmith run` and `tunesmith status`: the same job, assets and instance as the UI."""
+"""`tunesmith run`, `verify` and `ui`: what the command does before and around a build.
+
+Kept light (no model libraries are imported here): the build itself runs in a child process
+(`pipelines.build`) that loads the definitions.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import dagster as dg
-import pandas as pd
 import psutil
 
 from assets.common import datasets as datasets_partitions
-from pipelines.definitions import ASSETS, defs
 from pipelines.instance import open_instance, reap_dead_runs
 from resources.storage import StorageResource
 from tunesmith.dataset.folders import dataset_folders, renamed
-from tunesmith.dataset.manifest import fast_fingerprint
 from tunesmith.report import read_report
 from tunesmith.store import Store
-
-STAGES = [a.key for a in ASSETS]  # in dependency order
+from tunesmith.store.atomic import sweep_tree
 
 
 def _select(names: list[str]) -> dict[str, object]:
@@ -59,8 +57,9 @@ def run(names: list[str]) -> int:
     instance = open_instance()
     reap_dead_runs(instance)
     swept = Store(roots.store).sweep()
+    swept += [p for key in folders for p in sweep_tree(roots.dataset_out(key))]
     if swept:
-        print(f"removed {len(swept)} temporary store entries left by a killed build")
+        print(f"removed {len(swept)} temporary files left by a killed build")
     instance.add_dynamic_partitions(datasets_partitions.name, list(folders))
     code = _supervise([sys.executable, "-m", "pipelines.build", *folders], instance)
     pages = [p for key in folders for p in read_report(roots.dataset_out(key)).get("auditions", [])]
@@ -163,95 +162,3 @@ def ui(port: int) -> int:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGKILL)  # anything of the UI's still running
     return 128 + stopping[0] if stopping else code
-
-
-def status(names: list[str]) -> int:
-    """Per dataset and stage: fresh, stale (with the cause) or missing."""
-    instance = open_instance()
-    reap_dead_runs(instance)
-    graph = defs.resolve_asset_graph()
-    storage = StorageResource()
-    store = storage.store()
-    for key, folder in _select(names).items():
-        print(f"== {key} ({folder})")
-        state: dict[dg.AssetKey, tuple[str, str]] = {}
-        for asset_key in STAGES:
-            record = _latest(instance, asset_key, key)
-            word, cause = _stage_status(instance, graph, asset_key, key, folder, record, state)
-            if word == "fresh":
-                stage = asset_key.to_user_string()
-                cause = _lost_output(storage.dataset_out(key), stage) or _damaged(store, key, stage)
-                word = "stale" if cause else word
-            state[asset_key] = word, cause
-            print(f"  {asset_key.to_user_string():<10} {word:<8} {cause}")
-    return 0
-
-
-# Columns of the stage tables that name files a build wrote.
-OUTPUT_COLUMNS = ("latents", "sidecar", "best_path", "last_path", "wav", "mp3", "spectrogram",
-                  "image", "page")  # fmt: skip
-
-
-def _lost_output(out: Path, stage: str) -> str:
-    """The first file the stage's last build wrote that is gone, as a cause; "" if none."""
-    table = out / f"{stage}.parquet"
-    if not table.exists():
-        return f"its table {table} is missing"
-    frame = pd.read_parquet(table)
-    for column in (c for c in OUTPUT_COLUMNS if c in frame):
-        for path in frame[column].dropna():
-            if path and not Path(path).exists():
-                return f"{path} is missing (the next build writes it again)"
-    return ""
-
-
-def _damaged(store: Store, dataset: str, stage: str) -> str:
-    roots = store.roots / dataset / f"{stage}.json"
-    keys = json.loads(roots.read_text(encoding="utf-8")) if roots.exists() else []
-    damaged = store.damaged(keys)
-    if not damaged:
-        return ""
-    return f"{len(damaged)} cached entries damaged, first {damaged[0]} (the next build redoes them)"
-
-
-def _latest(instance, asset_key: dg.AssetKey, partition: str, upto: int | None = None):
-    """The newest materialization of one partition (at or before storage id `upto`)."""
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=asset_key,
-            asset_partitions=[partition],
-            before_storage_id=upto + 1 if upto is not None else None,
-        ),
-        limit=1,
-    ).records
-    return records[0].asset_materialization if records else None
-
-
-def _version(mat) -> str | None:
-    return mat.tags.get("dagster/data_version")
-
-
-def _stage_status(instance, graph, asset_key, partition, folder, mat, state) -> tuple[str, str]:
-    if mat is None:
-        return "missing", "never materialized"
-    node = graph.get(asset_key)
-    built_with = mat.tags.get("dagster/code_version")
-    if node.code_version != built_with:
-        return "stale", f"code changed ({built_with} → {node.code_version})"
-    if not node.parent_keys:  # the manifest: compare the folder with what was scanned
-        seen = mat.metadata.get("fingerprint")
-        if seen is None or seen.value != fast_fingerprint(folder):
-            return "stale", "files in the dataset folder changed since the last build"
-        return "fresh", ""
-    for parent in sorted(node.parent_keys):
-        name = parent.to_user_string()
-        if state.get(parent, ("fresh",))[0] != "fresh":
-            return "stale", f"upstream {name} is {state[parent][0]}"
-        # Dagster's input_data_version tag is a hash over upstream partitions; the event
-        # pointer names the exact upstream materialization this one read.
-        pointer = mat.tags.get(f"dagster/input_event_pointer/{name}")
-        consumed = _latest(instance, parent, partition, upto=int(pointer)) if pointer else None
-        current = _latest(instance, parent, partition)
-        if consumed is None or current is None or _version(consumed) != _version(current):
-            return "stale", f"{name} has a new data version"
-    return "fresh", ""

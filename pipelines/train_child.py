@@ -7,6 +7,7 @@ out-of-memory kill fails the asset's step, not the orchestrator. It needs only t
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -30,7 +31,7 @@ def main() -> None:
         except EXPECTED as exc:
             reason = str(exc) or type(exc).__name__
             with contextlib.suppress(OSError):  # the disk may be the problem
-                atomic_write_json(Path(extras["run_dir"]) / "error.json", {"error": reason})
+                Path(extras["error_path"]).write_text(json.dumps({"error": reason}))
             pipes.log.error(reason)
             raise
 

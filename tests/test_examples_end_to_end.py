@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipelines.operations import STAGES
+from pipelines.status import STAGES
 from tests.conftest import materialize
 from tunesmith.examples import RINGS_TOML, make_examples
 from tunesmith.examples.loops import LOOPS

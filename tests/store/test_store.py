@@ -106,8 +106,10 @@ def test_sweep_removes_a_dead_writers_folder_and_keeps_a_live_one(tmp_path):
     os.kill(dead.pid, 9)  # SIGKILL mid-write: its temporary folder stays behind
     dead.join(10)
     store = Store(tmp_path)
-    before = sorted(p.parent.name for p in store.objects.rglob(f"{TMP_PREFIX}*/audio.wav"))
+    before = [p.parent for p in store.objects.rglob(f"{TMP_PREFIX}*/audio.wav")]
     assert len(before) == 2
+    for folder in before:  # both past the creation-to-lock grace: only the lock decides
+        os.utime(folder, (time.time() - 10, time.time() - 10))
     removed = store.sweep()
     assert [p.parent.name for p in removed] == [content_key(w=2)[:2]]
     release.set()

@@ -37,7 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunesmith.store.atomic import TMP_PREFIX, atomic_write_json, disk_space, sweep_temporaries
+from tunesmith.store.atomic import (
+    TMP_PREFIX,
+    atomic_write_json,
+    disk_space,
+    sweep_temporaries,
+    writer_lock,
+)
 
 __all__ = ["Store", "GcResult", "DamagedEntry", "canonical_json", "content_key", "sha256_file"]
 
@@ -202,24 +208,22 @@ class Store:
         with disk_space(final, "a cache entry"):
             final.parent.mkdir(parents=True, exist_ok=True)
             tmp.mkdir()
-        lock = os.open(tmp, os.O_RDONLY)
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a live writer: `sweep` leaves this folder alone
         try:
-            with disk_space(final, "a cache entry"):
-                yield tmp
-                _write_record(tmp)
-            try:
-                tmp.rename(final)
-            except OSError:
-                if not final.is_dir():
-                    raise
-                # Another writer published the same key first; its bytes are ours.
-                shutil.rmtree(tmp, ignore_errors=True)
+            # A live writer: `sweep` leaves this folder alone while the lock is held.
+            with writer_lock(tmp):
+                with disk_space(final, "a cache entry"):
+                    yield tmp
+                    _write_record(tmp)
+                try:
+                    tmp.rename(final)
+                except OSError:
+                    if not final.is_dir():
+                        raise
+                    # Another writer published the same key first; its bytes are ours.
+                    shutil.rmtree(tmp, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        finally:
-            os.close(lock)
 
     def write_json(self, key: str, value: Any) -> None:
         with self.writing(key) as tmp:

@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 TMP_PREFIX = ".tmp-"
+# A temporary younger than this may belong to a writer between creating it and locking it.
+LOCK_RACE_SECONDS = 2.0
 
 
 class DiskFull(OSError):
@@ -101,6 +104,8 @@ def write_if_changed(path: Path, data: bytes) -> bool:
 def is_abandoned(path: Path) -> bool:
     """True when no live process holds the writer's lock on this temporary file or folder."""
     try:
+        if time.time() - path.stat().st_mtime < LOCK_RACE_SECONDS:
+            return False
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return False  # gone already
@@ -126,3 +131,24 @@ def sweep_temporaries(folder: Path) -> list[Path]:
                 entry.unlink(missing_ok=True)
             removed.append(entry)
     return removed
+
+
+def sweep_tree(folder: Path) -> list[Path]:
+    """`sweep_temporaries` in `folder` and every folder below it."""
+    removed = []
+    if folder.is_dir():
+        for parent, names, _ in os.walk(folder):
+            names[:] = [n for n in names if not n.startswith(TMP_PREFIX)]
+            removed += sweep_temporaries(Path(parent))
+    return removed
+
+
+@contextmanager
+def writer_lock(folder: Path) -> Iterator[None]:
+    """Hold the writer's lock on a temporary folder while it is filled (see `is_abandoned`)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

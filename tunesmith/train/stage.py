@@ -90,11 +90,6 @@ def plan(
     return RunPlan(run, checkpoint, run_dir, key, fingerprint, items)
 
 
-def error_path(plan: RunPlan) -> Path:
-    """Where the training process writes its one-line reason when it stops on an error."""
-    return plan.run_dir / "error.json"
-
-
 def kept(plan: RunPlan) -> str:
     """What a failed or killed run leaves for the next build, in words."""
     steps = [int(p.name.split("=", 1)[1]) for p in (plan.run_dir / "state").glob("step=*")]

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+
+from tunesmith.store.atomic import disk_space, writer_lock
+from tunesmith.store.tensors import safetensors_bytes
 
 IDENTITY_KEYS = ("base_model", "adapter_type", "rank", "alpha", "targets")
 
@@ -44,7 +47,18 @@ def save_state(folder: Path, state: RunState) -> Path:
     final = folder / f"step={state.step}"
     tmp = folder / f".tmp-step={state.step}"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    with disk_space(tmp, f"the training state at step {state.step}"):
+        tmp.mkdir(parents=True)
+        with writer_lock(tmp):
+            _write(tmp, state)
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    for old in sorted(_states(folder))[:-2]:
+        shutil.rmtree(old[1], ignore_errors=True)
+    return final
+
+
+def _write(tmp: Path, state: RunState) -> None:
     tensors = {f"param.{i}": p.detach().cpu().contiguous() for i, p in enumerate(state.params)}
     tensors["rng.train"], tensors["rng.sampler"] = state.train_rng, state.sampler_rng
     scalars = {}
@@ -54,7 +68,7 @@ def save_state(folder: Path, state: RunState) -> Path:
                 tensors[f"adam.{index}.{name}"] = value.detach().cpu().contiguous()
             else:
                 scalars[f"{index}.{name}"] = value
-    save_file(tensors, tmp / "state.safetensors")
+    (tmp / "state.safetensors").write_bytes(safetensors_bytes(tensors))
     document = {
         "step": state.step,
         "param_groups": state.optimizer["param_groups"],
@@ -67,11 +81,6 @@ def save_state(folder: Path, state: RunState) -> Path:
         "identity": state.identity,
     }
     (tmp / "state.json").write_text(json.dumps(document, indent=1), encoding="utf-8")
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    for old in sorted(_states(folder))[:-2]:
-        shutil.rmtree(old[1], ignore_errors=True)
-    return final
 
 
 def latest_state(folder: Path, at_most: int) -> Path | None:
