@@ -40,7 +40,8 @@ _MELODY = (0, 2, 4, 2, 1, 0, 4, 5)
 _FORMANTS = {
     "a": (730, 1090), "e": (530, 1840), "i": (270, 2290), "o": (570, 840), "u": (300, 870),
 }  # fmt: skip
-_FORMANT_WIDTH = 90.0  # Hz, the resonances' half width
+_FORMANT_WIDTH = 150.0  # Hz: wide enough that a high note's sparse harmonics still find them
+_SOURCE_TILT = 0.3  # the voice source's harmonic k at SOURCE_TILT / k, under the formants
 
 
 @dataclass(frozen=True)
@@ -152,14 +153,15 @@ def _vowel_of(word: str) -> str:
 
 
 def _vowel(midi: int, seconds: float, vowel: str) -> np.ndarray:
-    """A sung vowel: harmonics of f0 (with a 5 Hz vibrato) weighted by two formant peaks."""
+    """A sung vowel: harmonics of f0 (with a 5 Hz vibrato), a falling source spectrum lifted
+    by the vowel's two formant peaks."""
     t = np.arange(round(seconds * SAMPLE_RATE)) / SAMPLE_RATE
     f0 = 440.0 * 2 ** ((midi - 69) / 12)
     phase = 2 * np.pi * np.cumsum(f0 * (1 + 0.006 * np.sin(2 * np.pi * 5 * t))) / SAMPLE_RATE
     f1, f2 = _FORMANTS[vowel]
     wave = np.zeros_like(t)
     for k in range(1, int(4000 / f0) + 1):  # harmonics up to 4 kHz
-        weight = _peak(k * f0, f1) + 0.5 * _peak(k * f0, f2) + 0.02 / k
+        weight = _peak(k * f0, f1) + 0.5 * _peak(k * f0, f2) + _SOURCE_TILT / k
         wave += weight * np.sin(k * phase)
     envelope = np.minimum(1.0, t / 0.03) * np.minimum(1.0, (seconds - t) / 0.06)
     return wave * envelope

@@ -36,6 +36,7 @@ import torch
 
 from tunesmith.examples.tiny_models import write_tiny
 from tunesmith.families.ace_step.model import SAMPLE_RATE, check_checkpoint
+from tunesmith.families.checkpoint import quiet_loading
 
 FORMAT = 1  # bump when the builder changes what it writes for the same config and seed
 
@@ -169,8 +170,9 @@ def build_tiny_ace_step(seed: int = 0):
         **cfg["text_encoder"],
     )
     # fork_rng: the caller's global random state is left as it was. One seed per component,
-    # so resizing one component does not change the others.
-    with torch.random.fork_rng(devices=[]):
+    # so resizing one component does not change the others. quiet_loading: Oobleck still
+    # builds its convolutions with the deprecated weight_norm.
+    with torch.random.fork_rng(devices=[]), quiet_loading():
         torch.manual_seed(seed)
         transformer = AceStepTransformer1DModel(**cfg["transformer"])
         torch.manual_seed(seed + 1)
@@ -183,7 +185,7 @@ def build_tiny_ace_step(seed: int = 0):
         audio_tokenizer = AceStepAudioTokenizer(**cfg["audio_tokenizer"])
         torch.manual_seed(seed + 5)
         detokenizer = AceStepAudioTokenDetokenizer(**cfg["audio_token_detokenizer"])
-    _encode_silence(vae.eval(), condition_encoder)
+        _encode_silence(vae.eval(), condition_encoder)
     return AceStepPipeline(
         vae=vae,
         text_encoder=text_encoder.eval(),
