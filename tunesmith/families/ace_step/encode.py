@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from safetensors.torch import save
+from safetensors.torch import load_file, save
 
 from tunesmith.families.ace_step.model import SAMPLE_RATE, hop_length, silence_latent
 from tunesmith.media import audio as media_audio
@@ -242,8 +242,6 @@ def write_text(path: Path, text: str, encoding: TextEncoding) -> None:
 
 def read_item(stem: Path) -> tuple[torch.Tensor, torch.Tensor | None, dict]:
     """(latents, codes or None, sidecar) of an item `write_item` wrote."""
-    from safetensors.torch import load_file
-
     stem = Path(stem)
     tensors = load_file(stem.with_suffix(".safetensors"))
     sidecar = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
