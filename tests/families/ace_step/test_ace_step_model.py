@@ -90,3 +90,18 @@ def test_without_the_audio_tokenizer_dit_training_still_loads(copy, index_entrie
         generator=torch.Generator("cpu").manual_seed(0),
     ).audios
     assert audio.shape == (1, 2, 48000)
+
+
+def test_a_model_index_as_diffusers_converter_writes_it_loads(copy):
+    # The conversion script names the library "diffusers" for the pipeline's own models, and
+    # a tokenizer saved by transformers 4 is Qwen2TokenizerFast; save_pretrained here writes
+    # "ace_step" and Qwen2Tokenizer. Both are the same folder to the loader.
+    index = json.loads((copy / "model_index.json").read_text())
+    for name in ("condition_encoder", "audio_tokenizer", "audio_token_detokenizer"):
+        index[name] = ["diffusers", index[name][1]]
+    index["tokenizer"] = ["transformers", "Qwen2TokenizerFast"]
+    (copy / "model_index.json").write_text(json.dumps(index))
+    assert check_checkpoint(copy).codes
+    pipe = load_pipeline(copy)
+    assert type(pipe.condition_encoder).__name__ == "AceStepConditionEncoder"
+    assert pipe.audio_tokenizer is not None

@@ -242,15 +242,9 @@ def _standardize_latents(vae: torch.nn.Module, seed: int) -> torch.nn.Module:
     means = vae.eval().encode(noise).latent_dist.mean
     mean, std = means.mean(dim=(0, 2)), means.std(dim=(0, 2))
     conv = vae.encoder.conv2
-    magnitude = conv.parametrizations.weight.original0 if _parametrized(conv) else conv.weight_g
-    magnitude[:LATENT_DIM] *= (1 / std).view(-1, *([1] * (magnitude.dim() - 1)))
+    conv.weight_g[:LATENT_DIM] *= (1 / std)[:, None, None]  # weight_g: [out_channels, 1, 1]
     conv.bias[:LATENT_DIM] = (conv.bias[:LATENT_DIM] - mean) / std
     return vae
-
-
-def _parametrized(conv: torch.nn.Module) -> bool:
-    # torch's new weight_norm is a parametrization; the old one (diffusers' Oobleck) uses g, v.
-    return hasattr(conv, "parametrizations")
 
 
 @torch.no_grad()
@@ -258,10 +252,10 @@ def _narrow_posterior(vae: torch.nn.Module) -> torch.nn.Module:
     """Shift the bias of the scale half of the encoder's last conv to POSTERIOR_SCALE_BIAS.
 
     Oobleck's encoder gives mean and scale per latent channel; std = softplus(scale) + 1e-4.
-    Fresh, the scale is near 0 and std near 0.69, larger than the means themselves (about
-    0.12 here), so a latent drawn from the posterior (as ACE-Step 1.5 and Side-Step encode
-    training audio) would be mostly noise. A trained VAE's posterior is narrow; this one's
-    std becomes about 0.003.
+    Fresh, the scale is near 0 and the std near 0.69, most of the latents' own spread, so a
+    latent drawn from the posterior (as ACE-Step 1.5 and Side-Step encode training audio)
+    would be half noise. A trained VAE's posterior is narrow; this one's std becomes about
+    0.003.
     """
     conv = vae.encoder.conv2
     conv.bias[LATENT_DIM:] = POSTERIOR_SCALE_BIAS
@@ -288,6 +282,7 @@ def _config_hash(seed: int) -> str:
         "config": TINY_ACE_STEP_CONFIG,
         "corpus": _CORPUS,
         "posterior_scale_bias": POSTERIOR_SCALE_BIAS,
+        "calibration_rms": CALIBRATION_RMS,
     }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
