@@ -109,14 +109,10 @@ def planner_tokenizer(codebook_size: int = CODEBOOK_SIZE):
     )
     # tokenizers' own BPE trainer (deterministic); the byte alphabet stays, so any text encodes.
     tokenizer = bytes_only.train_new_from_iterator(list(_CORPUS), vocab_size=TEXT_VOCAB)
-    # After the text vocabulary, in Qwen3's order.
-    tokenizer.add_special_tokens(
-        {
-            "pad_token": "<|endoftext|>",
-            "additional_special_tokens": ["<|im_start|>"],
-            "eos_token": "<|im_end|>",
-        }
-    )
+    # After the text vocabulary, one at a time in Qwen3's order (ids ascending).
+    tokenizer.add_special_tokens({"pad_token": "<|endoftext|>"})
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
+    tokenizer.add_special_tokens({"eos_token": "<|im_end|>"})
     think = [AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")]
     tokenizer.add_tokens(think)
     codes = [
