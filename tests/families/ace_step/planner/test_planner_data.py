@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-from conftest import LABELS
 
+from tests.families.ace_step.planner.conftest import LABELS
 from tunesmith.families.ace_step.planner.data import (
     IGNORE,
     build_example,
