@@ -28,7 +28,11 @@ ALPHA = 32  # HOT-Step's and Side-Step's planner LoRA alpha (scale alpha / r = 2
 
 
 class TorchPlannerLora:
-    """A planner wrapped in a PEFT LoRA; only the LoRA factors train."""
+    """A planner wrapped in a PEFT LoRA; only the LoRA factors train.
+
+    PEFT puts its layers into `planner.model` in place: load the planner again for a model
+    that never had an adapter.
+    """
 
     def __init__(self, planner: Planner, rank: int = RANK, alpha: float = ALPHA, seed: int = 0):
         from peft import LoraConfig, get_peft_model
