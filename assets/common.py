@@ -8,6 +8,8 @@ from typing import Any
 
 import dagster as dg
 
+from resources.compute import GPU_POOL
+from resources.k8s import gpu_step_tags
 from tunesmith.report import StageResult, write_stage
 
 # Output(data_version=...) is marked beta in 1.13; it is the documented way to report one.
@@ -28,7 +30,10 @@ ON_NEW_DATA = AC.eager().replace(
 def stage_asset(name: str, version: int, description: str, **kwargs: Any):
     """`@dg.asset` for a stage: partitioned by dataset, versioned, stored as parquet, and
     rematerialized by automation only when an upstream data version really changed (the
-    first stage, with no upstream, is started by the sensor, the schedule or a person)."""
+    first stage, with no upstream, is started by the sensor, the schedule or a person).
+    A stage in the pool "gpu" also carries the Kubernetes GPU request (resources/k8s.py)."""
+    if kwargs.get("pool") == GPU_POOL:
+        kwargs["op_tags"] = {**gpu_step_tags(), **kwargs.get("op_tags", {})}
     return dg.asset(
         name=name,
         partitions_def=datasets,
