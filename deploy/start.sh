@@ -6,12 +6,14 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: deploy/start.sh [--host HOST] [--port PORT] [--gpus N]
+usage: deploy/start.sh [--host HOST] [--port PORT] [--gpus N] [--migrate]
 
   --host HOST   address the webserver listens on (default 127.0.0.1; 0.0.0.0 for the team)
   --port PORT   webserver port (default 3000)
   --gpus N      slots of the Dagster pool "gpu" (default: $TUNESMITH_GPU_SLOTS, else the
                 number of GPUs nvidia-smi lists, else 1)
+  --migrate     first bring the database schema up to date (`dagster instance migrate`):
+                once after upgrading Dagster; a new database gets its tables by itself
 
 Environment (required):
   DAGSTER_HOME          the instance folder; deploy/dagster.yaml is copied there if it has none
@@ -26,11 +28,13 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 host=127.0.0.1
 port=3000
 gpus="${TUNESMITH_GPU_SLOTS:-}"
+migrate=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --host) host="${2:?--host needs a value}"; shift 2 ;;
     --port) port="${2:?--port needs a value}"; shift 2 ;;
     --gpus) gpus="${2:?--gpus needs a value}"; shift 2 ;;
+    --migrate) migrate=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "start.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -75,8 +79,10 @@ if [[ ! -f "$DAGSTER_HOME/dagster.yaml" ]]; then
 fi
 cd "$repo"  # workspace.yaml names the code location by module, relative to the repo
 
-# Bring the database schema up to date (a no-op when it is), then size the GPU pool.
-"$bin/dagster" instance migrate
+if [[ "$migrate" -eq 1 ]]; then
+  "$bin/dagster" instance migrate
+fi
+# The pool's limit lives in the database: this machine's count replaces the last one set.
 "$bin/dagster" instance concurrency set gpu "$gpus"
 
 pids=()

@@ -24,6 +24,7 @@ from pipelines.operations import STAGES
 from tests.conftest import write_clip
 from tests.deploy.postgres_server import free_port, postgres_server, unavailable_reason
 
+pytest.importorskip("dagster_postgres", reason="dagster-postgres is in the `deploy` extra")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
@@ -299,7 +300,7 @@ def test_a_restart_of_daemon_and_webserver_keeps_history_cursor_and_partitions(s
 
     write_clip(site.root / "datasets" / "drums" / "kick.wav", seconds=2.0, bpm=100.0)
     instance = open_instance(site)
-    first = TeamServer(site, "--gpus", "2")
+    first = TeamServer(site, "--gpus", "2", "--migrate")
     try:
         tick = wait_for(
             "the first sensor tick",
