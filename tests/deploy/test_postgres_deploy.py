@@ -277,17 +277,19 @@ def _group_alive(server: TeamServer) -> bool:
         return False
 
 
-def sensor_ticks(instance: dg.DagsterInstance) -> list:
+def sensor_state(instance: dg.DagsterInstance):
+    """The stored state of dataset_folder_sensor (None before the daemon first saw it)."""
     from dagster._core.scheduler.instigation import InstigatorType
 
-    states = [
-        s
-        for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
-        if s.instigator_name == "dataset_folder_sensor"
-    ]
-    if not states:
+    states = instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+    return next((s for s in states if s.instigator_name == "dataset_folder_sensor"), None)
+
+
+def sensor_ticks(instance: dg.DagsterInstance) -> list:
+    """Its ticks, newest first."""
+    state = sensor_state(instance)
+    if state is None:
         return []
-    (state,) = states
     return list(instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=10))
 
 
@@ -324,7 +326,7 @@ def test_a_restart_of_daemon_and_webserver_keeps_history_cursor_and_partitions(s
     # Between the two starts: a new instance object, as the restarted processes build one.
     instance = open_instance(site)
     assert set(instance.get_dynamic_partitions("datasets")) == {"loops", "beats", "drums"}
-    assert json.loads(sensor_ticks(instance)[0].cursor) == cursor
+    assert json.loads(sensor_state(instance).instigator_data.cursor) == cursor
 
     second = TeamServer(site, env={**site.env, "TUNESMITH_GPU_SLOTS": "1"})
     try:
@@ -348,6 +350,6 @@ def test_a_restart_of_daemon_and_webserver_keeps_history_cursor_and_partitions(s
         second.kill()
     assert after == before
     assert later.status == TickStatus.SKIPPED and later.skip_reason == "no dataset folder changed"
-    assert json.loads(later.cursor or tick.cursor) == cursor
+    assert json.loads(sensor_state(instance).instigator_data.cursor) == cursor
     assert instance.event_log_storage.get_concurrency_info("gpu").slot_count == 1
     instance.dispose()
