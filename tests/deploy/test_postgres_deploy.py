@@ -105,17 +105,17 @@ def open_instance(site: Site) -> dg.DagsterInstance:
         return dg.DagsterInstance.from_config(str(site.home))
 
 
-def wait_for(what: str, check, timeout: float, procs=()):
+def wait_for(what: str, check, timeout: float, procs: dict[Path, subprocess.Popen] | None = None):
     """Poll `check()` until it returns something truthy; fail naming `what` (and the output of
-    any process that died meanwhile)."""
+    any process, given as log file → process, that died meanwhile)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
         if value:
             return value
-        for proc in procs:
+        for log, proc in (procs or {}).items():
             if proc.poll() is not None:
-                pytest.fail(f"waiting for {what}: a process exited\n{proc.stdout.read()}")
+                pytest.fail(f"waiting for {what}: a process exited\n{log.read_text()}")
         time.sleep(0.5)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
@@ -134,9 +134,11 @@ def two_runs(site: Site) -> dict[str, dg.DagsterRun]:
     storage = instance.event_log_storage
     storage.set_concurrency_slots("gpu", 0)  # closed: both runs must queue for the pool
     cmd = [sys.executable, "-m", "pipelines.cli", "run"]
+    logs = {name: site.root / f"run-{name}.log" for name in DATASETS}
+    files = {name: logs[name].open("w") for name in DATASETS}
     procs = {
         name: subprocess.Popen(
-            [*cmd, name], env=site.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            [*cmd, name], env=site.env, stdout=files[name], stderr=subprocess.STDOUT
         )
         for name in DATASETS
     }
@@ -147,17 +149,22 @@ def two_runs(site: Site) -> dict[str, dg.DagsterRun]:
             waiting = [r for r in runs if blocked_at(instance, r.run_id, "encoded")]
             return len(waiting) == len(DATASETS)
 
-        wait_for("both runs to wait on the pool gpu", both_waiting, 240, procs.values())
+        by_log = {logs[name]: proc for name, proc in procs.items()}
+        wait_for("both runs to wait on the pool gpu", both_waiting, 240, by_log)
         storage.set_concurrency_slots("gpu", 1)
-        outputs = {name: proc.communicate(timeout=480)[0] for name, proc in procs.items()}
+        for proc in procs.values():
+            proc.wait(timeout=480)
     finally:
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        for file in files.values():
+            file.close()
     for name, proc in procs.items():
-        assert proc.returncode == 0, f"tunesmith run {name}:\n{outputs[name]}"
-        print(outputs[name])
+        output = logs[name].read_text()
+        assert proc.returncode == 0, f"tunesmith run {name}:\n{output}"
+        print(output)
     runs = instance.get_runs(dg.RunsFilter(job_name="build_dataset"))
     instance.dispose()
     return {run.tags["dagster/partition"]: run for run in runs}
@@ -221,10 +228,11 @@ class TeamServer:
     def __init__(self, site: Site, *args: str, env: dict[str, str] | None = None):
         self.port = free_port()
         self.log = site.root / f"start-{self.port}.log"
+        self.file = self.log.open("w")
         self.proc = subprocess.Popen(
             ["bash", str(REPO / "deploy" / "start.sh"), "--port", str(self.port), *args],
             env=env or site.env,
-            stdout=self.log.open("w"),
+            stdout=self.file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
@@ -264,9 +272,11 @@ class TeamServer:
         assert code == 0, self.output()
 
     def kill(self) -> None:
+        """Whatever is left after a failure: the whole process group."""
         if _group_alive(self):
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+        self.file.close()
 
 
 def _group_alive(server: TeamServer) -> bool:
