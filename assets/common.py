@@ -11,6 +11,8 @@ from typing import Any
 
 import dagster as dg
 
+from resources.compute import GPU_POOL
+from resources.k8s import gpu_step_tags
 from tunesmith.report import StageResult, write_stage
 from tunesmith.store import Store
 from tunesmith.store.atomic import DiskFull
@@ -39,7 +41,10 @@ def stage_asset(name: str, version: int, description: str, **kwargs: Any):
     """`@dg.asset` for a stage: partitioned by dataset, versioned, stored as parquet, and
     rematerialized by automation only when an upstream data version really changed (the
     first stage, with no upstream, is started by the sensor, the schedule or a person).
-    A user error raised inside becomes a `dg.Failure` carrying its one-line message."""
+    A user error raised inside becomes a `dg.Failure` carrying its one-line message. A stage
+    in the pool "gpu" also carries the Kubernetes GPU request (resources/k8s.py)."""
+    if kwargs.get("pool") == GPU_POOL:
+        kwargs["op_tags"] = {**gpu_step_tags(), **kwargs.get("op_tags", {})}
     decorate = dg.asset(
         name=name,
         partitions_def=datasets,
