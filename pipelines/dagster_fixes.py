@@ -1,6 +1,6 @@
 """One correction to the pinned Dagster, applied where the definitions are loaded.
 
-Dagster 1.13.28 computes how long a step that waits on a pool should sleep as
+Dagster 1.13.27 (and 1.13.28) computes how long a step that waits on a pool should sleep as
 `min([0, *waits])` (`dagster/_core/execution/plan/instance_concurrency_context.py`,
 `interval_to_next_pending_claim_check`), which is never positive: the executor therefore
 never sleeps and polls its claim in a tight loop, a whole core for as long as another run
@@ -16,7 +16,7 @@ import time
 import dagster
 from dagster._core.execution.plan import instance_concurrency_context as _concurrency
 
-FIXED_VERSION = "1.13.28"
+FIXED_VERSION = "1.13.27"
 
 
 def _interval_to_next_pending_claim_check(self) -> float:

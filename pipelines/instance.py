@@ -25,8 +25,9 @@ from pathlib import Path
 import dagster as dg
 import psutil
 
+from resources.compute import GPU_POOL
+
 PID_TAG, HOST_TAG = "tunesmith/pid", "tunesmith/host"
-GPU_POOL = "gpu"
 LIVE = [
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,

@@ -1,0 +1,92 @@
+"""The command line's Dagster instance: made once under a lock, cleared of dead runs."""
+
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+
+import dagster as dg
+import pytest
+
+from pipelines import dagster_fixes
+from pipelines.instance import HOST_TAG, PID_TAG, launcher_tags, open_instance, reap_dead_runs
+from resources.compute import GPU_POOL
+
+
+def test_the_pool_wait_correction_applies_to_the_pinned_dagster():
+    """Fails when a Dagster upgrade makes the correction inapplicable (remove it then)."""
+    from dagster._core.execution.plan.instance_concurrency_context import (
+        InstanceConcurrencyContext,
+    )
+
+    assert dagster_fixes.apply()
+    waiting = InstanceConcurrencyContext.__new__(InstanceConcurrencyContext)
+    waiting._pending_claims = {"adapters"}
+    waiting._pending_timeouts = {"adapters": time.time() + 5.0}
+    assert 4.0 < waiting.interval_to_next_pending_claim_check() <= 5.0  # it sleeps, not spins
+
+
+def _open(home, barrier):
+    os.environ["DAGSTER_HOME"] = str(home)
+    barrier.wait()
+    open_instance().get_runs_count()
+
+
+def test_two_first_opens_at_once_leave_one_good_instance(tmp_path):
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_open, args=(tmp_path, barrier)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    check = subprocess.run(
+        [sys.executable, "-c", "from pipelines.instance import open_instance as o; "
+         "print(o().get_runs_count())"],
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert check.returncode == 0 and check.stdout.strip() == "0", check.stderr
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test(
+        overrides={"concurrency": {"pools": {"default_limit": 1}}}
+    ) as instance:
+        yield instance
+
+
+def _dead_pid() -> int:
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()
+    return done.pid
+
+
+def test_a_dead_builds_run_is_failed_and_its_pool_slot_freed(instance):
+    @dg.op
+    def noop():
+        pass
+
+    @dg.job
+    def job():
+        noop()
+
+    run = instance.create_run_for_job(job, tags={**launcher_tags(), PID_TAG: str(_dead_pid())})
+    instance.handle_run_event(
+        run.run_id,
+        dg.DagsterEvent(dg.DagsterEventType.RUN_START.value, job_name=job.name),
+    )
+    instance.event_log_storage.initialize_concurrency_limit_to_default(GPU_POOL)
+    assert instance.event_log_storage.claim_concurrency_slot(
+        GPU_POOL, run.run_id, "adapters"
+    ).is_claimed
+    live = instance.create_run_for_job(job, tags=launcher_tags())  # this process: alive
+    said = []
+    assert reap_dead_runs(instance, said.append) == 1
+    assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+    assert instance.get_run_by_id(live.run_id).status != dg.DagsterRunStatus.FAILURE
+    assert instance.event_log_storage.get_concurrency_info(GPU_POOL).claimed_slots == []
+    assert "marked failed, its pool slots freed" in said[0] and run.run_id[:8] in said[0]
+    assert run.tags[HOST_TAG] == live.tags[HOST_TAG]
