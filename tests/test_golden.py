@@ -1,0 +1,131 @@
+"""Golden hashes: a small run of each family and backend gives the same bytes as recorded.
+
+Each case builds a tiny dataset through every stage (Dagster, the training child, the
+renders) and hashes what a user keeps: adapter files, the training record, renders, encoded
+latents and sidecars. The hashes are in `tests/golden/<case>.json`; a difference means the
+pipeline computes something else than it did. After an intended change, re-record with
+`TUNESMITH_WRITE_GOLDEN=1 make test` (or that variable and `pytest tests/test_golden.py`) and
+say in the commit why the bytes moved.
+
+Run folders end in the first 10 hex digits of the run's key; the key covers the resolved
+config, so the hashes name them `<run>-KEY`. MP3s are left out: ffmpeg may be missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tests.conftest import materialize, write_clip
+
+pytestmark = pytest.mark.slow
+
+GOLDEN = Path(__file__).parent / "golden"
+PATTERNS = ("*.safetensors", "*.bin", "*.wav", "*.png", "*.npy")
+AUDIO_TOML = """\
+[[runs]]
+name = "golden-audio"
+family = "stable-audio-3"
+base_model = "tiny-stable-audio-3"
+trigger = "gldn"
+[runs.adapter]
+type = "dora-rows"
+rank = 4
+[runs.train]
+steps = 6
+lr = 1e-3
+eval_every = 3
+checkpoint_every = 3
+latent_crop_length = 32
+[[runs.demos]]
+prompt = "{trigger}, a loop"
+seed = 7
+duration = 1.0
+steps = 2
+"""
+IMAGE_TOML = """\
+[[runs]]
+name = "golden-images"
+family = "sdxl"
+base_model = "tiny-sdxl"
+trigger = "gldn"
+[runs.train]
+size = 64
+steps = 6
+lr = 1e-3
+eval_every = 3
+checkpoint_every = 3
+[[runs.demos]]
+prompt = "{trigger}, a disc"
+seed = 7
+steps = 2
+cfg = 5.0
+"""
+
+
+def _audio(folder: Path) -> None:
+    for i, (bpm, freq) in enumerate([(90, 220.0), (120, 330.0), (150, 440.0)]):
+        write_clip(folder / f"clip{i}.wav", seconds=2.0, bpm=bpm, freq=freq)
+        (folder / f"clip{i}.txt").write_text(f"gldn, a loop at {bpm} bpm")
+    (folder / "tunesmith.toml").write_text(AUDIO_TOML)
+
+
+def _images(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    for i, colour in enumerate([(200, 80, 40), (40, 160, 90), (30, 60, 200), (220, 220, 40)]):
+        image = Image.new("RGB", (80, 64), colour)
+        for x in range(10 + 10 * i, 40 + 10 * i):
+            for y in range(20, 44):
+                image.putpixel((x, y), (255 - colour[0], 255 - colour[1], 255 - colour[2]))
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        (folder / f"pic{i}.png").write_bytes(buffer.getvalue())
+        (folder / f"pic{i}.txt").write_text(f"gldn, a picture number {i}")
+    (folder / "tunesmith.toml").write_text(IMAGE_TOML)
+
+
+CASES = {
+    "stable-audio-3-torch": (_audio, "tiny_sa3", "tiny-stable-audio-3", "torch"),
+    "stable-audio-3-mlx": (_audio, "tiny_sa3", "tiny-stable-audio-3", "mlx"),
+    "sdxl-torch": (_images, "tiny_sdxl", "tiny-sdxl", "torch"),
+}
+
+
+def hashes(out: Path, root: Path) -> dict[str, str]:
+    """sha256 per output; in JSON sidecars the machine's root folder reads `ROOT`."""
+    found = {}
+    for pattern in PATTERNS:
+        for path in out.rglob(pattern):
+            name = re.sub(r"-[0-9a-f]{10}/", "-KEY/", path.relative_to(out).as_posix())
+            found[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    for sub in ("encoded", "renders"):
+        for path in (out / sub).rglob("*.json"):
+            text = path.read_text(encoding="utf-8").replace(str(root), "ROOT")
+            found[path.relative_to(out).as_posix()] = hashlib.sha256(text.encode()).hexdigest()
+    return dict(sorted(found.items()))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_small_run_gives_the_recorded_bytes(case, storage, instance, request, monkeypatch):
+    make, fixture, model_name, backend = CASES[case]
+    shutil.copytree(request.getfixturevalue(fixture), Path(storage.models_root) / model_name)
+    make(Path(storage.datasets_root) / "golden")
+    monkeypatch.setenv("TUNESMITH_BACKEND", f"adapters={backend}")
+    md = materialize(instance, storage, "golden")
+    assert md["adapters"]["computed"] == 1
+    found = hashes(Path(storage.out_root) / "golden", Path(storage.out_root).parent)
+    path = GOLDEN / f"{case}.json"
+    if os.environ.get("TUNESMITH_WRITE_GOLDEN"):
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(json.dumps(found, indent=1) + "\n")
+    recorded = json.loads(path.read_text())
+    changed = sorted(k for k in recorded.keys() | found.keys() if recorded.get(k) != found.get(k))
+    assert not changed, f"{len(changed)} outputs differ from {path.name}: {changed[:8]}"
