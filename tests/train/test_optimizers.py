@@ -152,7 +152,8 @@ def test_per_parameter_rule_and_the_start_line():
     assert [n for n, _ in split.muon] == ["k.lora_A", "k.lora_B", "q.lokr_w2"]
     line = split.summary()
     assert line.startswith("optimizer muon: 3 Muon / 4 AdamW")
-    assert "rank 8 < muon_min_dim 16" in line and "q.lora_A [8, 64]" in line
+    assert "short side is its rank: rank 8 < muon_min_dim 16" in line
+    assert "q.lora_A [8, 64]" in line
     assert isinstance(opt, MuonAdamW) and [len(g["params"]) for g in opt.param_groups] == [4, 3]
     _, plain = build_optimizer(named(lora), 1e-3, OptimizerSettings("adamw"))
     assert plain.summary() == "optimizer adamw: 4 parameters on AdamW"
@@ -218,3 +219,28 @@ def test_hybrid_state_round_trips_through_the_run_state_files(tmp_path):
         step(fresh, opt2, scheduler2, s)
     for p, q in zip(ps, fresh, strict=True):
         assert torch.equal(p, q)
+
+
+def test_hot_step_lokr_on_ace_step_shapes_puts_w2_on_muon_and_w1_on_adamw():
+    """ACE-Step 1.5's DiT at its release sizes (on the meta device: shapes only), LoKr dim 512,
+    factor 6 on its 264 attention and MLP projections: every w2 (short side ≥ 256) on Muon,
+    every w1 (4 x 4 to 6 x 4) on AdamW."""
+    from diffusers import AceStepTransformer1DModel
+
+    from tunesmith.adapters.torch_lokr import attach, named_adapter_parameters
+    from tunesmith.families.ace_step.tiny import TINY_ACE_STEP_CONFIG
+    from tunesmith.train.optimizers import split_parameters
+
+    release = dict(TINY_ACE_STEP_CONFIG["transformer"], hidden_size=2048, intermediate_size=6144,
+                   num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                   num_hidden_layers=24, in_channels=192, audio_acoustic_hidden_dim=64)  # fmt: skip
+    with torch.device("meta"):
+        dit = AceStepTransformer1DModel(**release)
+    targets = [n for n, m in dit.named_modules() if isinstance(m, nn.Linear) and
+               any(k in n for k in (".self_attn.", ".cross_attn.", ".mlp."))]  # fmt: skip
+    attach(dit, targets, 512, 512.0, 6)
+    split = split_parameters(named_adapter_parameters(dit), OptimizerSettings("muon"))
+    assert len(targets) == 264
+    assert {n.rsplit(".", 1)[1] for n, _ in split.muon} == {"lokr_w2"}
+    assert {n.rsplit(".", 1)[1] for n, _ in split.adamw} == {"lokr_w1"}
+    assert split.summary().startswith("optimizer muon: 264 Muon / 264 AdamW")

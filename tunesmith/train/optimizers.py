@@ -114,11 +114,12 @@ class Split:
             )
         if flat:
             parts.append(f"{len(flat)} not 2-D on AdamW, e.g. {flat[0][0]} {list(flat[0][1])}")
-        ranks = sorted({min(s) for n, s in narrow if "lora_A" in n})
+        ranks = sorted({min(s) for n, s in narrow if "lora_A" in n or "lora_B" in n})
         if ranks:
             parts.append(
-                f"a LoRA A's short side is its rank: rank {', '.join(map(str, ranks))} < "
-                f"muon_min_dim {self.min_dim}, so those A matrices train with AdamW"
+                f"a LoRA A's (and B's) short side is its rank: rank "
+                f"{', '.join(map(str, ranks))} < muon_min_dim {self.min_dim}, so those "
+                f"factors train with AdamW"
             )
         return f"{head} ({'; '.join(parts)})"
 
