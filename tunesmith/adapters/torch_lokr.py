@@ -28,9 +28,11 @@ makes the factor's gradient a per-token product summed afterwards; HOT-Step meas
 
 Why not PEFT's LoKr layer for training: it materialises ΔW = s·kron(w1, w2), a full weight
 (out x in, in the adapter dtype), at every forward, and F.linear keeps it for the backward, so
-each adapted layer holds one more weight's worth of memory until the backward (4·out·in bytes in
-fp32: 16 MiB for one 2048 x 2048 projection of ACE-Step 1.5's DiT, against the 2.6 MiB this
-layer keeps for a 344-token crop); `bench/lokr_step.py` measures both on the same layers.
+each adapted layer holds one more weight's worth of memory until the backward. Measured by
+`bench/lokr_step.py` on one 2048 x 2048 projection (ACE-Step 1.5's width) with a 344-token
+crop, beyond the weights and the input: 16 MiB kept by PEFT's layer, 2.7 MiB by this one (the
+activation-sized intermediate, which grows with the crop where ΔW does not), and PEFT's
+forward+backward took about 1.8x as long.
 The parameters and their names are PEFT's and LyCORIS's, so `lokr_files.py` writes files both
 load, and tests show the same outputs.
 
