@@ -3,7 +3,8 @@
 For a base weight W (out, in), `dim` r, `alpha` and `factor`, the shapes are PEFT's (its
 `tuners/lokr/layer.py`, `LoKrLayer.update_layer`) and LyCORIS's (`modules/lokr.py`):
 
-    out = a1·b1, in = a2·b2      (a1, b1) = factorization(out, factor), (a2, b2) = (in, factor)
+    out = a1·b1, in = a2·b2      (a1, b1) = factorization(out, factor),
+                                 (a2, b2) = factorization(in, factor)
     w1   (a1, a2)                the small factor, always a full matrix
     w2   (b1, b2)                full when r ≥ max(b1, b2)/2, else w2 = w2_a·w2_b with
                                  w2_a (b1, r), w2_b (r, b2)
@@ -32,9 +33,11 @@ each adapted layer holds one more weight's worth of memory until the backward. M
 `bench/lokr_step.py` on one 2048 x 2048 projection (ACE-Step 1.5's width) with a 344-token
 crop, beyond the weights and the input: 16 MiB kept by PEFT's layer, 2.7 MiB by this one (the
 activation-sized intermediate, which grows with the crop where ΔW does not), and PEFT's
-forward+backward took about 1.8x as long.
-The parameters and their names are PEFT's and LyCORIS's, so `lokr_files.py` writes files both
-load, and tests show the same outputs.
+forward+backward took about 1.8x as long. LyCORIS's bypass mode (`functional/lokr.py`,
+`kron_bypass`) computes the same contraction, but it patches the wrapped module's forward, keeps
+the factors in a separate network, and picks a kernel backend by what is installed; this layer
+is a plain module holding its base layer, like PEFT's. The parameters and their names are
+PEFT's and LyCORIS's, so `lokr_files.py` writes files both load, and tests show the same outputs.
 
 Dtypes as in `torch_lora`: factors in fp32 over a half base (its own dtype over fp32/fp64), the
 input cast to the factors' dtype, the sum cast back to the input's dtype (PEFT's order).
