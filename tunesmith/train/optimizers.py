@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.optim._muon import _adjust_lr
+from torch.optim._muon import _adjust_lr  # torch's own step-size rule, so ours is its exactly
 
 OPTIMIZERS = ("adamw", "muon")
 NS_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
@@ -64,9 +64,16 @@ class OptimizerSettings:
     muon_momentum: float = 0.95  # torch.optim.Muon's and HOT-Step's
     muon_nesterov: bool = True  # idem
     muon_ns_steps: int = 5  # idem
-    muon_bucket: int = 16  # parameters per batched Newton–Schulz (HOT-Step's default bucket)
-    muon_ns_dtype: str = "float32"  # HOT-Step's; "bfloat16" is torch.optim.Muon's
-    muon_adjust_lr: str = "original"  # torch's default: lr·√max(1, rows/cols), HOT-Step's too
+    # Parameters per batched Newton–Schulz (HOT-Step's default bucket). HOT-Step's optimum came
+    # from a gather that is quadratic in the bucket; torch.stack is linear, so here the cap only
+    # bounds the stacked copy.
+    muon_bucket: int = 16
+    # HOT-Step's precision. "bfloat16" is torch.optim.Muon's: fast on GPUs, but on a CPU without
+    # bfloat16 matrix units ~10x slower than float32 (bench/muon_step.py).
+    muon_ns_dtype: str = "float32"
+    # torch's default and HOT-Step's rule, lr·√max(1, rows/cols). torch's "match_rms_adamw"
+    # (0.2·√max(rows, cols), Moonshot's) is meant to reuse AdamW's lr: muon_lr_scale 1 with it.
+    muon_adjust_lr: str = "original"
 
     def __post_init__(self) -> None:
         if self.name not in OPTIMIZERS:
