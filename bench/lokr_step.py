@@ -11,7 +11,7 @@ A step is the DiT's forward on one crop (`FRAMES` latent frames, `TEXT` conditio
 flow-matching MSE, the backward and an AdamW step: the same in every arm, so what differs is
 the adapter. Each arm runs in its own process (interleaved over `--rounds` rounds, the best
 round per arm), on one torch thread, timed by this thread's CPU time (bench/sdxl_step.py's
-helpers).
+clock and memory probe).
 
 Printed, all ratios from this run: LoKr step / LoRA step (goal ≤ 1.5; HOT-Step measured 16.4
 before it kept tokens out of the batched-matmul axis), the share of the LoKr step spent in the

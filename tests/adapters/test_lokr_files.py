@@ -174,3 +174,32 @@ def test_both_loaders_reproduce_the_tiny_ace_step_dit(tmp_path):
         assert len(network.loras) == 22
         network.apply_to()
         assert relative(target(**inputs).sample, expected) <= 1e-5
+
+
+def test_files_can_name_another_model_s_modules(tmp_path):
+    """`rename`: diffusers' `to_q` written as ACE-Step's original `q_proj`, loaded by both
+    libraries onto a model whose modules carry the original names."""
+    ours = trained(small_model(), 3, 5.0)
+    x = torch.randn(2, 5, 32)
+    expected = run(ours, x)
+
+    def original() -> nn.Module:
+        model = small_model()
+        model["attn"]["q_proj"] = model["attn"].pop("to_q")
+        return model
+
+    def original_run(model, x):
+        return model["mlp"](model["attn"]["to_out"](model["attn"]["q_proj"](x)))
+
+    rename = lambda name: name.replace("to_q", "q_proj")  # noqa: E731
+    save_peft_lokr(tmp_path, ours, rename=rename)
+    loaded = peft.PeftModel.from_pretrained(original(), tmp_path)
+    assert relative(original_run(loaded.base_model.model, x), expected) <= 1e-6
+    path = save_lycoris_lokr(tmp_path / "l.safetensors", ours, rename=rename)
+    target = original()
+    network, _ = create_lycoris_from_weights(1.0, str(path), target)
+    network.apply_to()
+    assert len(network.loras) == len(TARGETS)
+    assert relative(original_run(target, x), expected) <= 1e-6
+    with pytest.raises(LoKrFileError, match="both named 'same'"):
+        save_peft_lokr(tmp_path / "bad", ours, rename=lambda name: "same")

@@ -19,6 +19,9 @@ the same); PEFT uses alpha/dim always. The LyCORIS writer therefore folds alpha/
 such layers and stores alpha = dim, as LyCORIS itself stores it there. With HOT-Step's defaults
 (dim 512, alpha 512) the factor is 1 and nothing changes.
 
+Layer names are the model's module names, or `rename(name)` where the file must name another
+model's modules: Side-Step wraps ACE-Step's original decoder, whose attention projections are
+`q_proj`, `k_proj`, `v_proj`, `o_proj` where diffusers' are `to_q`, `to_k`, `to_v`, `to_out.0`.
 Tensors are written in `dtype` (the families write bf16, HOT-Step's and Side-Step's export
 dtype) and each file atomically. Not handled: reading a file back into a run (a run resumes
 from its own state folder), per-layer ranks (PEFT's rank_pattern).
@@ -27,6 +30,7 @@ from its own state folder), per-layer ranks (PEFT's rank_pattern).
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import peft
@@ -46,8 +50,19 @@ class LoKrFileError(ValueError):
     """A model whose LoKr adapters cannot be written as asked; the message says why."""
 
 
-def _settings(model: torch.nn.Module) -> tuple[dict[str, LoKrLinear], int, float, int]:
-    layers = adapter_layers(model)
+Rename = Callable[[str], str] | None
+
+
+def _settings(
+    model: torch.nn.Module, rename: Rename
+) -> tuple[dict[str, LoKrLinear], int, float, int]:
+    """The adapters by their names in the file, and their one (dim, alpha, factor)."""
+    layers = {}
+    for name, module in adapter_layers(model).items():
+        renamed = rename(name) if rename else name
+        if renamed in layers:
+            raise LoKrFileError(f"two adapted layers are both named {renamed!r} in the file")
+        layers[renamed] = module
     if not layers:
         raise LoKrFileError("the model has no LoKr adapters to write")
     settings = {(m.dim, m.alpha, m.factor) for m in layers.values()}
@@ -59,9 +74,11 @@ def _settings(model: torch.nn.Module) -> tuple[dict[str, LoKrLinear], int, float
     return layers, dim, alpha, factor
 
 
-def peft_config(model: torch.nn.Module, base_model: str | None = None) -> peft.LoKrConfig:
+def peft_config(
+    model: torch.nn.Module, base_model: str | None = None, rename: Rename = None
+) -> peft.LoKrConfig:
     """The LoKrConfig under which PEFT rebuilds `model`'s adapters with the same shapes."""
-    layers, dim, alpha, factor = _settings(model)
+    layers, dim, alpha, factor = _settings(model, rename)
     return peft.LoKrConfig(
         r=dim,
         alpha=alpha,
@@ -75,10 +92,12 @@ def peft_config(model: torch.nn.Module, base_model: str | None = None) -> peft.L
     )
 
 
-def peft_state_dict(model: torch.nn.Module, dtype: torch.dtype | None = None) -> dict:
+def peft_state_dict(
+    model: torch.nn.Module, dtype: torch.dtype | None = None, rename: Rename = None
+) -> dict:
     """`base_model.model.<layer>.<factor>` → tensor, as PEFT saves a LoKr model."""
     out = {}
-    for name, module in adapter_layers(model).items():
+    for name, module in _settings(model, rename)[0].items():
         for factor, param in module.factors().items():
             out[f"{PEFT_PREFIX}{name}.{factor}"] = _tensor(param, dtype)
     return out
@@ -90,14 +109,15 @@ def save_peft_lokr(
     metadata: dict[str, str] | None = None,
     dtype: torch.dtype | None = None,
     base_model: str | None = None,
+    rename: Rename = None,
 ) -> Path:
     """Write `folder/adapter_model.safetensors` and `folder/adapter_config.json`; returns folder.
 
     The config is written last, so a folder with a config has its weights.
     """
     folder = Path(folder)
-    config = peft_config(model, base_model)
-    tensors = peft_state_dict(model, dtype)
+    config = peft_config(model, base_model, rename)
+    tensors = peft_state_dict(model, dtype, rename)
     atomic_write_bytes(folder / PEFT_WEIGHTS, save(tensors, {"format": "pt", **(metadata or {})}))
     with tempfile.TemporaryDirectory() as tmp:  # PEFT's own writer, then moved in atomically
         config.save_pretrained(tmp)
@@ -110,9 +130,11 @@ def lycoris_name(layer: str) -> str:
     return f"{LYCORIS_PREFIX}_{layer}".replace(".", "_")
 
 
-def lycoris_state_dict(model: torch.nn.Module, dtype: torch.dtype | None = None) -> dict:
+def lycoris_state_dict(
+    model: torch.nn.Module, dtype: torch.dtype | None = None, rename: Rename = None
+) -> dict:
     """`lycoris_<layer>.<factor>` and `.alpha` → tensor, in LyCORIS's scale convention."""
-    layers, dim, alpha, _ = _settings(model)
+    layers, dim, alpha, _ = _settings(model, rename)
     out, seen = {}, {}
     for name, module in layers.items():
         key = lycoris_name(name)
@@ -136,12 +158,13 @@ def save_lycoris_lokr(
     model: torch.nn.Module,
     metadata: dict[str, str] | None = None,
     dtype: torch.dtype | None = None,
+    rename: Rename = None,
 ) -> Path:
     """Write LyCORIS's file of `model`'s adapters to `path` (a `.safetensors`); returns it."""
     path = Path(path)
     if path.suffix != ".safetensors":
         raise LoKrFileError(f"{path}: a LyCORIS file is written as .safetensors")
-    tensors = lycoris_state_dict(model, dtype)
+    tensors = lycoris_state_dict(model, dtype, rename)
     info = {"algo": "lokr", "format": "lycoris", **(metadata or {})}
     atomic_write_bytes(path, save(tensors, info))
     return path
