@@ -5,8 +5,8 @@
          short side is ≥ `muon_min_dim` gets Muon (momentum orthogonalised by Newton–Schulz),
          every other one AdamW. Orthogonalising a matrix with a short side of 4 (a LoKr w1)
          shapes a 4-dimensional subspace, which means nothing; every published Muon keeps such
-         parameters on AdamW. A LoRA A's short side is its rank, so a rank below `muon_min_dim`
-         puts every A on AdamW (the split's summary says so).
+         parameters on AdamW. A LoRA A's (and B's) short side is its rank, so a rank below
+         `muon_min_dim` puts the LoRA on AdamW (the split's summary says so).
 
 Muon is torch.optim.Muon's update, parameter for parameter (`BucketedMuon`):
 
@@ -27,8 +27,11 @@ orthogonalises one parameter at a time; a LoKr run has hundreds of same-shape pa
 448 in three shapes), so here each shape's parameters go through ONE batched Newton–Schulz over a
 stacked [n, rows, cols] tensor, `muon_bucket` at a time (`newton_schulz`). Its Frobenius norm is
 taken per slab: one norm over the bucket would scale each parameter by its neighbours'
-magnitudes. Newton–Schulz runs in float32 by default (HOT-Step's precision); `ns_dtype=
-"bfloat16"` is torch's, and then a bucket of one gives torch.optim.Muon's result exactly.
+magnitudes. What batching saves is per-call overhead, which is large on a GPU (HOT-Step's
+optimizer step went from 298.6 to 138 ms) and small on a CPU (bench/muon_step.py: about 1.4x
+on a LoKr set of small matrices, nothing measurable on LoRA rank-128 matrices).
+Newton–Schulz runs in float32 by default (HOT-Step's precision); with `ns_dtype="bfloat16"`,
+torch's, the result is torch.optim.Muon's (bit for bit on the CPU, buckets of 4, in the tests).
 
 Both halves sit in one `MuonAdamW` optimizer (a torch.optim.Optimizer, so LR schedulers and
 `state_dict()`/`load_state_dict()` work on it as on any other) whose state holds tensors only:
