@@ -35,6 +35,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/rerun_ratio.py
 	$(BIN)/python bench/train_step.py
 	$(BIN)/python bench/sdxl_step.py
+	$(BIN)/python bench/muon_step.py
+	$(BIN)/python bench/lokr_step.py
 
 clean:
 	rm -rf data/out data/store data/dagster_home
