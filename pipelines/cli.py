@@ -2,6 +2,7 @@
 
     tunesmith run [DATASET...]   register partitions and materialize every stage
     tunesmith status [DATASET...]  per dataset and stage: fresh, stale or missing, and why
+    tunesmith status DATASET --review  the label values listed for review (labels stage)
     tunesmith ui                 the Dagster UI (`dagster dev`) on 127.0.0.1
     tunesmith examples           write the example datasets
     tunesmith gc [--dry-run]     remove store entries no current materialization uses
@@ -47,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("datasets", nargs="*", help="dataset folder names or partition keys")
     status = sub.add_parser("status", help="fresh, stale or missing, per dataset and stage")
     status.add_argument("datasets", nargs="*")
+    status.add_argument(
+        "--review", action="store_true", help="print the labels listed for review instead"
+    )
     sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     examples = sub.add_parser("examples", help="write the example datasets")
     examples.add_argument("--to", type=Path, default=None, help="default: the datasets root")
@@ -75,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "run":
         return operations.run(args.datasets)
+    if args.review:
+        return operations.review(args.datasets)
     return operations.status(args.datasets)
 
 

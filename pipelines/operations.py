@@ -97,6 +97,20 @@ def status(names: list[str]) -> int:
     return 0
 
 
+def review(names: list[str]) -> int:
+    """Per dataset, the review table its last labels build wrote to report.json."""
+    from tunesmith.dataset.review import text
+
+    for key, folder in _select(names).items():
+        stage = read_report(StorageResource().dataset_out(key)).get("stages", {}).get("labels")
+        print(f"== {key} ({folder})")
+        if stage is None:
+            print("  labels not built yet: run `tunesmith run` first")
+            continue
+        print("\n".join(f"  {line}" for line in text(stage.get("review", [])).splitlines()))
+    return 0
+
+
 def _latest(instance, asset_key: dg.AssetKey, partition: str, upto: int | None = None):
     """The newest materialization of one partition (at or before storage id `upto`)."""
     records = instance.fetch_materializations(
