@@ -330,3 +330,22 @@ def _vlq(value: int) -> bytes:
     while value := value >> 7:
         out.append(0x80 | (value & 0x7F))
     return bytes(reversed(out))
+
+
+def plain_essentia(path: str) -> tuple[float, str, str]:
+    """What Essentia says with default settings: RhythmExtractor2013's bpm, KeyExtractor's
+    key and scale, on MonoLoader's 44.1 kHz mono mix (run in a worker, hence a path)."""
+    import essentia
+
+    essentia.log.infoActive = False
+    import essentia.standard as es
+
+    mono = es.MonoLoader(filename=path, sampleRate=SAMPLE_RATE)()
+    bpm = es.RhythmExtractor2013()(mono)[0]
+    key, scale, _ = es.KeyExtractor()(mono)
+    return float(bpm), key, scale
+
+
+def tempo_right(found: float, song: Song) -> bool:
+    """MIREX's tempo accuracy: within 4% of the truth (half or double is wrong)."""
+    return abs(found - song.bpm) <= 0.04 * song.bpm
