@@ -223,8 +223,9 @@ def _sample_source(sample: dict[str, Any]) -> sidecars.Source:
     genre = sidecars.as_text(sample.get("genre") or "")
     tags = {k: sidecars.as_text(sample[k]) for k in sidecars.TAG_KEYS if sample.get(k)}
     tags.update({"genre": genre} if genre else {})
-    if "bpm" in values:  # underfit's tag set has bpm: the prompt says it as it says others
-        tags["bpm"] = sidecars.as_text(values["bpm"])
+    # Its bpm is a label field, not a tag: an exported dataset.json carries the analysed bpm,
+    # which must not turn into a prompt tag when the file is read back.
+    tags.pop("bpm", None)
     return sidecars.Source("dataset.json", side_step.FILE, values, tags)
 
 

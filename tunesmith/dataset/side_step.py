@@ -140,13 +140,13 @@ NO_VALUE = (None, "", "unknown", INSTRUMENTAL_LYRICS)  # how Side-Step writes "n
 
 
 def _sample(row: dict[str, Any], root: Path) -> dict[str, Any]:
-    read = json.loads(row["side_step"]) if row.get("side_step") else {}
+    read = json.loads(row["side_step"]) if isinstance(row.get("side_step"), str) else {}
     sources = {name: entry.get("source") for name, entry in json.loads(row["fields"]).items()}
     path = root / row["path"]
     audio_path = read.get("audio_path")
     if not (isinstance(audio_path, str) and Path(audio_path).is_absolute()):
         audio_path = str(path)  # the export lives outside the dataset: absolute, as Side-Step
-    lyrics = row["lyrics"] or ""
+    lyrics, instrumental = row["lyrics"] or "", row["is_instrumental"]
     made = {
         "id": hashlib.sha256(row["path"].encode()).hexdigest()[:8],
         "audio_path": audio_path,
@@ -161,7 +161,7 @@ def _sample(row: dict[str, Any], root: Path) -> dict[str, Any]:
         "timesignature": "" if sources.get("timesignature") == "assumed" else row["timesignature"],
         "duration": int(row["duration"]),  # Side-Step's whole seconds
         "language": row["language"],
-        "is_instrumental": row["is_instrumental"],
+        "is_instrumental": instrumental if isinstance(instrumental, bool) else None,
         "custom_tag": row["custom_tag"] or "",
         "labeled": sources.get("caption") in PERSON_CAPTIONS,
         "prompt_override": None,
