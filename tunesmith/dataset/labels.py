@@ -87,14 +87,8 @@ def build_labels(
         if "error" in analysis:
             skipped.append(Skipped(item.path, analysis["error"]))
             continue
-        found = _sidecar_files(item, files)
-        sample = samples.get(item.path)
-        label_key = content_key(
-            stage="labels", version=STAGE_VERSION, path=item.path,
-            analysis=analysed.keys[item.path],
-            sidecars={name: [e.path, e.sha256] for name, e in found.items()},
-            sample=sample, dataset={k: v for k, v in dataset.items() if k != "metadata_read"},
-        )  # fmt: skip
+        found, sample = _sidecar_files(item, files), samples.get(item.path)
+        label_key = _label_key(item, analysed.keys[item.path], found, sample, dataset)
         if store.has(label_key):
             cached += 1
         else:
@@ -121,6 +115,22 @@ def build_labels(
         computed=computed, skipped=skipped, seconds=time.perf_counter() - start, extra=extra,
     )  # fmt: skip
     return Labels(frame, result, keys, dataset)
+
+
+def _label_key(
+    item: FileEntry,
+    analysis: str,
+    found: dict[str, FileEntry],
+    sample: dict[str, Any] | None,
+    dataset: dict[str, Any],
+) -> str:
+    """Everything the record is built from: the analysis, each sidecar's path and hash, the
+    dataset.json sample and the dataset-level values in force."""
+    return content_key(
+        stage="labels", version=STAGE_VERSION, path=item.path, analysis=analysis,
+        sidecars={name: [e.path, e.sha256] for name, e in found.items()},
+        sample=sample, dataset={k: v for k, v in dataset.items() if k != "metadata_read"},
+    )  # fmt: skip
 
 
 def _dataset_level(
