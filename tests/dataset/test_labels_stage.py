@@ -191,3 +191,18 @@ def test_audio_with_six_channels_is_labelled(tmp_path) -> None:
     labels = build_labels(folder, manifest, Store(tmp_path / "store"))
     row = labels.frame.iloc[0]
     assert row["channels"] == 6 and abs(row["bpm"] - LOOPS[1].bpm) < 0.02 * LOOPS[1].bpm
+
+
+def test_a_dataset_json_changed_during_the_build_costs_this_build_its_audio(tmp_path) -> None:
+    folder = tmp_path / "set"
+    write_clip(folder / "a.wav")
+    write_image(folder / "p.png")
+    (folder / "dataset.json").write_text(json.dumps([{"filename": "a.wav", "caption": "old"}]))
+    manifest, _ = build_manifest(folder, tmp_path / "hashes.json")
+    (folder / "dataset.json").write_text(json.dumps([{"filename": "a.wav", "caption": "new"}]))
+    labels = build_labels(folder, manifest, Store(tmp_path / "store"))
+    (skipped,) = labels.result.skipped
+    assert (skipped.path, skipped.reason) == (
+        "a.wav", "dataset.json: changed during the build; it is rebuilt next time",
+    )  # fmt: skip
+    assert list(labels.frame["path"]) == ["p.png"]
