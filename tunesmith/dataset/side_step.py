@@ -191,7 +191,8 @@ def _as_read(key: str, value: Any, made: dict[str, Any], sources: dict[str, Any]
     if source in ("none", "assumed"):
         return value in NO_VALUE  # it said nothing, and nothing was found since
     # A dataset-level trigger word: Side-Step gives it to every sample without its own.
-    return key == "custom_tag" and value in NO_VALUE and source != "json" and source != "txt"
+    dataset_level = source in ("tunesmith.toml", "dataset.json metadata")
+    return key == "custom_tag" and dataset_level and value in NO_VALUE
 
 
 def _bpm(bpm: float | None, source: str | None) -> int | float | None:
