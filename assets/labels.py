@@ -1,11 +1,13 @@
-"""Asset `labels`: caption, tags and analysis (Essentia, Pillow) per item."""
+"""Asset `labels`: caption, tags, label fields and analysis (Essentia, Pillow) per item."""
 
 import dagster as dg
 import pandas as pd
 
 from assets.common import stage_asset, stage_output
+from resources.compute import ComputeResource
 from resources.storage import StorageResource
 from tunesmith.dataset import labels as engine
+from tunesmith.dataset import review
 from tunesmith.dataset.manifest import Manifest
 from tunesmith.store.atomic import atomic_write_json
 
@@ -13,24 +15,35 @@ from tunesmith.store.atomic import atomic_write_json
 @stage_asset(
     "labels",
     engine.STAGE_VERSION,
-    "Per item: caption and tags from the sidecars (underfit .json > .txt > "
-    "dataset.json > embedded tags > file name); BPM, key and loudness by Essentia for "
-    "audio; size and mode for images.",
+    "Per item: caption, tags, lyrics, language, bpm, key and time signature, each with its "
+    "source (underfit .json > ACE-Step .caption.txt / .lyrics.txt > .txt > Side-Step "
+    "dataset.json > embedded tags > analysis > file name > assumed) and, where measured, "
+    "a confidence; loudness by Essentia for audio; size and mode for images. Values under "
+    "the confidence floor or contradicting the analysis are listed for review.",
 )
 def labels(
-    context: dg.AssetExecutionContext, storage: StorageResource, manifest: pd.DataFrame
+    context: dg.AssetExecutionContext,
+    storage: StorageResource,
+    compute: ComputeResource,
+    manifest: pd.DataFrame,
 ) -> dg.Output:
     key = context.partition_key
     store = storage.store()
-    result = engine.build_labels(storage.dataset_folder(key), Manifest.from_frame(manifest), store)
+    folder = storage.dataset_folder(key)
+    result = engine.build_labels(
+        folder, Manifest.from_frame(manifest), store, workers=compute.pool_size()
+    )
     store.set_roots(f"{key}/labels", result.keys)
+    extra = result.result.extra
     for skipped in result.result.skipped:
         context.log.warning(f"skipped {skipped.path}: {skipped.reason}")
-    for warning in result.result.extra.get("warnings", []):
+    for warning in extra.get("warnings", []):
         context.log.warning(warning)
+    for ignored in extra.get("ignored", []):
+        context.log.info(f"ignored {ignored['path']}: {ignored['reason']}")
     out = storage.dataset_out(key)
     side_step = out / "dataset.json"
-    atomic_write_json(side_step, engine.side_step_dataset(result.frame, key))
+    atomic_write_json(side_step, engine.side_step_dataset(result, folder, key))
     return stage_output(
         result.frame,
         result.result,
@@ -38,5 +51,8 @@ def labels(
         store=store,
         side_step_dataset=dg.MetadataValue.path(str(side_step)),
         placement="cpu",
-        warnings="\n".join(result.result.extra.get("warnings", [])) or "none",
+        workers=compute.pool_size(),
+        warnings="\n".join(extra.get("warnings", [])) or "none",
+        review=dg.MetadataValue.md(review.markdown(extra["review"])),
+        ignored=dg.MetadataValue.md(review.ignored_markdown(extra.get("ignored", []))),
     )

@@ -4,6 +4,7 @@ import dagster as dg
 import pandas as pd
 
 from assets.common import stage_asset, stage_output
+from resources.compute import ComputeResource
 from resources.storage import StorageResource
 from tunesmith.dataset import manifest as engine
 
@@ -14,11 +15,13 @@ from tunesmith.dataset import manifest as engine
     "Every file of the dataset folder: sha256, kind (audio, image, sidecar, "
     "config) and size. The data version is the hash of this table.",
 )
-def manifest(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.Output:
+def manifest(
+    context: dg.AssetExecutionContext, storage: StorageResource, compute: ComputeResource
+) -> dg.Output:
     key = context.partition_key
     folder = storage.dataset_folder(key)
     hash_cache = storage.roots().store / "hashes" / f"{key}.json"
-    result_manifest, result = engine.build_manifest(folder, hash_cache)
+    result_manifest, result = engine.build_manifest(folder, hash_cache, compute.pool_size())
     for skipped in result.skipped:
         context.log.warning(f"skipped {skipped.path}: {skipped.reason}")
     frame: pd.DataFrame = result_manifest.to_frame()

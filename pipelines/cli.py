@@ -2,6 +2,7 @@
 
     tunesmith run [DATASET...]   register partitions and materialize every stage
     tunesmith status [DATASET...]  per dataset and stage: fresh, stale or missing, and why
+    tunesmith status DATASET --review  the label values listed for review (labels stage)
     tunesmith ui                 the Dagster UI (`dagster dev`) on 127.0.0.1
     tunesmith examples           write the example datasets
     tunesmith verify [DATASET...]  check every cached file's hash; damaged entries are removed
@@ -25,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("datasets", nargs="*", help="dataset folder names or partition keys")
     status = sub.add_parser("status", help="fresh, stale or missing, per dataset and stage")
     status.add_argument("datasets", nargs="*")
+    status.add_argument(
+        "--review", action="store_true", help="print the labels listed for review instead"
+    )
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     verify = sub.add_parser("verify", help="check the hashes of every cached file")
@@ -47,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         return operations.run(args.datasets)
     if args.command == "verify":
         return operations.verify(args.datasets)
+    if args.review:
+        return operations.review(args.datasets)
     from pipelines import status
 
     return status.status(args.datasets)

@@ -134,6 +134,20 @@ def verify(names: list[str]) -> int:
     return 1 if damaged else 0
 
 
+def review(names: list[str]) -> int:
+    """Per dataset, the review table its last labels build wrote to report.json."""
+    from tunesmith.dataset.review import text
+
+    for key, folder in _select(names).items():
+        stage = read_report(StorageResource().dataset_out(key)).get("stages", {}).get("labels")
+        print(f"== {key} ({folder})")
+        if stage is None:
+            print("  labels not built yet: run `tunesmith run` first")
+            continue
+        print("\n".join(f"  {line}" for line in text(stage.get("review", [])).splitlines()))
+    return 0
+
+
 def ui(port: int) -> int:
     """`dagster dev` on 127.0.0.1:port in its own process group, stopped (with its webserver
     and daemon) on SIGTERM or SIGINT — also when started in the background, where a shell

@@ -60,6 +60,17 @@ class ComputeResource(dg.ConfigurableResource):
         default={},
         description='Per-stage backend pins, e.g. {"adapters": "mlx"}; beat `backend`.',
     )
+    workers: int = Field(
+        default=0,
+        description="Processes for the manifest's hashing and the labels stage's analysis; "
+        "0: one a core. A property of the machine, not of a dataset, so it lives here.",
+    )
+
+    def pool_size(self) -> int:
+        """`workers`, with 0 read as this machine's core count."""
+        from tunesmith.dataset.workers import pool_size
+
+        return pool_size(self.workers)
 
     def placement(self, stage: str, family: str | None, backends: Iterable[str]) -> Placement:
         backends = frozenset(backends)

@@ -15,8 +15,9 @@ import soundfile as sf
 from tunesmith.analysis.audio import PITCH_CLASSES, AudioDecodeError, analyze_audio
 from tunesmith.examples.loops import LOOPS, make_loops, render_loop
 
-KEYS = {"duration", "sample_rate", "channels", "bpm", "bpm_confidence", "key", "scale",
-        "key_strength", "loudness_lufs"}  # fmt: skip
+KEYS = {"duration", "sample_rate", "channels", "bpm", "bpm_confidence", "tempo_confidence",
+        "key", "scale", "key_strength", "key_confidence", "loudness_lufs", "tempo",
+        "key_detail"}  # fmt: skip
 UNDERFIT_TAGS = {"title", "artist", "album", "genre", "label", "date", "composer", "bpm", "prompt"}
 
 

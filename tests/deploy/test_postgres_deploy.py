@@ -20,7 +20,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pipelines.operations import STAGES
+from pipelines.status import STAGES
 from tests.conftest import write_clip
 from tests.deploy.postgres_server import free_port, postgres_server, unavailable_reason
 

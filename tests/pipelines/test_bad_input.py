@@ -46,20 +46,22 @@ def test_each_bad_item_is_skipped_with_a_message_naming_it(storage, instance):
     assert "empty file (0 bytes)" in labels["empty.wav"]
     assert "the extension says WAV, but the content is PNG" in labels["liar.wav"]
     assert "notimage.png" in labels["notimage.png"]
-    assert "latin.txt: caption is not UTF-8" in labels["latin.wav"]
     assert "outside the dataset folder" in labels["dataset.json"]
-    # the good items went through
-    assert md["labels"]["items"] == 8 and md["labels"]["skipped"] == 6
+    # the good items went through, and a caption that is not UTF-8 costs only the caption
+    assert "latin.wav" not in labels
+    assert md["labels"]["items"] == 8 and md["labels"]["skipped"] == 5
     table = Path(storage.out_root) / "bad" / "labels.parquet"
     import pandas as pd
 
     labelled = pd.read_parquet(table).set_index("path")
-    assert sorted(labelled.index) == ["blank_caption.png", "good.png", "good.wav"]
+    assert sorted(labelled.index) == ["blank_caption.png", "good.png", "good.wav", "latin.wav"]
     assert labelled.loc["blank_caption.png", "caption_source"] == "filename"
-    (warning,) = report["stages"]["labels"]["warnings"]
-    assert warning.startswith("blank_caption.txt: the caption file is empty; caption taken from")
-    # the skipped items are listed in the run's metadata too
-    assert "latin.txt" in md["labels"]["skipped_items"]
+    assert labelled.loc["latin.wav", "caption_source"] == "filename"
+    blank, latin = report["stages"]["labels"]["warnings"]
+    assert blank.startswith("blank_caption.txt: the caption file is empty; caption taken from")
+    assert latin.startswith("latin.txt: not UTF-8 (byte 0xe9 at offset 3)")
+    # the skipped items and the warnings are listed in the run's metadata too
+    assert "liar.wav" in md["labels"]["skipped_items"] and "latin.txt" in md["labels"]["warnings"]
 
 
 def test_nothing_is_left_half_written(storage, instance):
@@ -74,10 +76,10 @@ def test_a_bad_file_is_not_decoded_again_until_it_changes(storage, instance):
     make_bad_dataset(folder)
     materialize(instance, storage, "bad")
     again = materialize(instance, storage, "bad")
-    assert again["labels"]["analysed"] == 0 and again["labels"]["skipped"] == 6
+    assert again["labels"]["analysed"] == 0 and again["labels"]["skipped"] == 5
     write_clip(folder / "truncated.wav", bpm=133)  # repaired (new content)
     repaired = materialize(instance, storage, "bad")
-    assert repaired["labels"]["analysed"] == 1 and repaired["labels"]["skipped"] == 5
+    assert repaired["labels"]["analysed"] == 1 and repaired["labels"]["skipped"] == 4
 
 
 def test_a_folder_name_that_is_not_a_partition_key_still_builds(storage, instance):

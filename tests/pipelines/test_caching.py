@@ -77,4 +77,10 @@ def test_report_json_has_every_stage(storage, instance):
         assert {"data_version", "items", "cached", "computed", "skipped", "seconds"} <= set(entry)
     assert report["stages"]["labels"]["items"] == 3
     side_step = json.loads((Path(storage.out_root) / "mix" / "dataset.json").read_text())
-    assert {s["audio_path"] for s in side_step["samples"]} == {"a.wav", "b.wav"}
+    assert {s["filename"] for s in side_step["samples"]} == {"a.wav", "b.wav"}
+    folder = Path(storage.datasets_root).resolve() / "mix"
+    # absolute, as Side-Step's builder writes them: the export does not live in the dataset
+    assert {s["audio_path"] for s in side_step["samples"]} == {
+        str(folder / "a.wav"),
+        str(folder / "b.wav"),
+    }

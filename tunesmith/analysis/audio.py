@@ -1,61 +1,78 @@
-"""Tempo, key and loudness of one audio file, measured with Essentia.
+"""Duration, format, tempo, key and loudness of one audio file, measured with Essentia.
 
 `analyze_audio` decodes the file with Essentia's AudioLoader (FFmpeg: wav, aiff, flac, ogg,
-mp3, ...) at its native rate and reports:
+mp3, ...) at its native rate; a file with more than two channels, which AudioLoader refuses,
+is read with libsndfile instead (wav, flac, ogg) and mixed down. It reports:
 
-- tempo from RhythmExtractor2013 ("multifeature") on a mono mix resampled to 44.1 kHz, the
-  only rate it works at. `bpm_confidence` is that method's confidence, 0 to 5.32 (not 0..1;
-  Essentia calls above 3.5 excellent). bpm and confidence are 0.0 when no tempo is found.
-- key and scale from KeyExtractor on the same mono mix; see KEY_PROFILE for the profile.
-  `key_strength` is the profile correlation; near 0 (silence, drums only) the key is noise.
-- integrated loudness (EBU R128 / ITU-R BS.1770) on the file's channels at the native rate.
+- tempo (`analysis.tempo`): RhythmExtractor2013 ("multifeature") on a mono mix resampled to
+  44.1 kHz, the only rate it works at, with its octave chosen from low-register onset density
+  and a tempo prior. `bpm_confidence` is the tracker's own confidence, 0 to 5.32 (not 0..1; Essentia
+  calls above 3.5 excellent); `tempo_confidence` is the 0..1 confidence of the final bpm.
+  bpm and both confidences are 0.0 when no tempo is found.
+- key and scale (`analysis.key`): KeyExtractor on the same mono mix, with a major key and its
+  relative minor told apart by how the song starts and ends. `key_strength` is the profile
+  correlation (near 0 on silence or drums only: the key is noise); `key_confidence` is 0..1.
+- integrated loudness (EBU R128 / ITU-R BS.1770) on the file's channels at the native rate;
+  for more than two channels, on the mono mix (BS.1770 would weight surround channels by
+  1.41 and leave out the LFE, which needs a channel layout libsndfile does not report).
 
 Key names use one fixed spelling whatever the scale: C C# D Eb E F F# G Ab A Bb B (Essentia's
 own, so that D# minor is reported as "Eb" minor, and Gb major as "F#" major).
 
-Not handled: files with more than two channels (AudioLoader refuses them), tempo changes
-(one global BPM), key changes (one global key). The truncation check reads RIFF/WAVE and
-AIFF/AIFC chunk headers only; RF64 and compressed formats rely on the decoder.
+Not handled: tempo changes (one global BPM), key changes (one global key), meter (never
+estimated). The truncation check reads RIFF/WAVE and AIFF/AIFC chunk headers only; RF64 and
+compressed formats rely on the decoder.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import math
 import struct
 from pathlib import Path
 
 import essentia
 import numpy as np
+import soundfile as sf
 
-ANALYZER_VERSION = "1"
+from tunesmith.analysis import key as key_analysis
+from tunesmith.analysis import tempo as tempo_analysis
+from tunesmith.analysis.key import KEY_PROFILE, PITCH_CLASSES
+
+__all__ = ["ANALYSIS_PARAMS", "ANALYZER_VERSION", "PITCH_CLASSES", "AudioDecodeError",
+           "analyze_audio"]  # fmt: skip
+
+ANALYZER_VERSION = "2"
 
 ANALYSIS_SAMPLE_RATE = 44100  # RhythmExtractor2013 requires 44.1 kHz (its documentation)
-MIN_TEMPO, MAX_TEMPO = 40, 208  # RhythmExtractor2013's defaults, made explicit
-# "bgate": Essentia's default, built from Beatport's global-key set (electronic music, as
-# loops usually are). On synthesised clips in 12 keys it tied for best with "edma" and
-# "krumhansl" over six progressions; "edmm" called major keys minor, "temperley" and
-# "diatonic" failed more often on progressions that do not start on the tonic.
-KEY_PROFILE = "bgate"
 
 ANALYSIS_PARAMS: dict = {
     "essentia": importlib.metadata.version("essentia"),  # the wheel, e.g. 2.1b6.dev1389
-    "decoder": "AudioLoader",
+    "decoder": "AudioLoader, libsndfile above two channels",
     "analysis_sample_rate": ANALYSIS_SAMPLE_RATE,
-    "mono_mix": "MonoMixer(type=mix)",
+    "mono_mix": "mean of the channels",
     "resample": {"algorithm": "Resample", "quality": 1},
     "rhythm": {
         "algorithm": "RhythmExtractor2013",
         "method": "multifeature",
-        "min_tempo": MIN_TEMPO,
-        "max_tempo": MAX_TEMPO,
+        "min_tempo": tempo_analysis.MIN_TEMPO,
+        "max_tempo": tempo_analysis.MAX_TEMPO,
+        "octave": {
+            "preferred_bpm": tempo_analysis.PREFERRED_BPM,
+            "low_onsets_per_beat": tempo_analysis.LOW_ONSETS_PER_BEAT,
+            "low_register_hz": tempo_analysis.LOW_REGISTER_HZ,
+            "width_octaves": tempo_analysis.WIDTH_OCTAVES,
+            "tracker_prior": round(tempo_analysis.TRACKER_PRIOR, 6),
+            "second_estimator": "PercivalBpmEstimator",
+        },
     },
-    "key": {"algorithm": "KeyExtractor", "profile": KEY_PROFILE, "spelling": "C# Eb F# Ab Bb"},
+    "key": {
+        "algorithm": "KeyExtractor",
+        "profile": KEY_PROFILE,
+        "spelling": "C# Eb F# Ab Bb",
+        "relative": {"bass_band": key_analysis.BASS_BAND, "trim_db": key_analysis.TRIM_DB},
+    },
     "loudness": {"algorithm": "LoudnessEBUR128", "hop_seconds": 0.1, "output": "integrated"},
 }
-
-PITCH_CLASSES = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
-_ENHARMONIC = {"Db": "C#", "D#": "Eb", "Gb": "F#", "G#": "Ab", "A#": "Bb"}
 
 
 class AudioDecodeError(ValueError):
@@ -66,7 +83,9 @@ def analyze_audio(path: Path) -> dict:
     """Duration, native format, tempo, key and integrated loudness of one audio file.
 
     Returns a dict with exactly: duration (s), sample_rate (native, Hz), channels, bpm,
-    bpm_confidence, key, scale ("major"/"minor"), key_strength, loudness_lufs.
+    bpm_confidence, tempo_confidence, key, scale ("major"/"minor"), key_strength,
+    key_confidence, loudness_lufs, and `tempo` and `key_detail`, what the estimators said
+    on the way (see analysis.tempo.Tempo and analysis.key.Key).
     Raises AudioDecodeError naming the file when it is empty, truncated or undecodable.
     """
     essentia.log.infoActive = False  # importing .standard prints an INFO line about SVMs
@@ -74,53 +93,61 @@ def analyze_audio(path: Path) -> dict:
 
     path = Path(path)
     _check_container(path)
-    try:
-        stereo, sample_rate, channels, *_ = es.AudioLoader(filename=str(path))()
-    except RuntimeError as err:
-        raise AudioDecodeError(f"{path}: could not decode as audio: {err}") from err
-    if len(stereo) == 0:
+    samples, sample_rate, channels = _decode(path)
+    if len(samples) == 0:
         raise AudioDecodeError(f"{path}: decoded to zero samples; expected audio")
 
-    # For a mono file AudioLoader returns [x, 0]: the stereo meter then sums one channel,
-    # which is exactly BS.1770's mono measurement (duplicating x would read 3 dB louder).
-    loudness = es.LoudnessEBUR128(sampleRate=sample_rate, hopSize=0.1)(stereo)[2]
+    mono = samples.mean(axis=1).astype(np.float32)
+    # For a mono file the stereo meter gets [x, 0]: it then sums one channel, which is
+    # exactly BS.1770's mono measurement (duplicating x would read 3 dB louder).
+    if channels == 2:
+        metered = samples
+    else:
+        metered = np.stack([mono, np.zeros_like(mono)], axis=1)
+    loudness = es.LoudnessEBUR128(sampleRate=sample_rate, hopSize=0.1)(metered)[2]
 
-    mono = es.MonoMixer(type="mix")(stereo, channels)
     if sample_rate != ANALYSIS_SAMPLE_RATE:
         mono = es.Resample(
             inputSampleRate=sample_rate, outputSampleRate=ANALYSIS_SAMPLE_RATE, quality=1
         )(mono)
-    bpm, confidence = _tempo(mono)
-    key, scale, strength = es.KeyExtractor(
-        profileType=KEY_PROFILE, sampleRate=ANALYSIS_SAMPLE_RATE
-    )(mono)
+    tempo = tempo_analysis.estimate_tempo(mono)
+    key = key_analysis.estimate_key(mono, tempo.bpm)
     return {
-        "duration": len(stereo) / float(sample_rate),
+        "duration": len(samples) / float(sample_rate),
         "sample_rate": int(sample_rate),
         "channels": int(channels),
-        "bpm": bpm,
-        "bpm_confidence": confidence,
-        "key": _ENHARMONIC.get(key, key),
-        "scale": scale,
-        "key_strength": float(strength),
+        "bpm": tempo.bpm,
+        "bpm_confidence": tempo.beat_confidence,
+        "tempo_confidence": tempo.confidence,
+        "key": key.key,
+        "scale": key.scale,
+        "key_strength": key.strength,
+        "key_confidence": key.confidence,
         "loudness_lufs": float(loudness),
+        "tempo": tempo.as_dict(),
+        "key_detail": key.as_dict(),
     }
 
 
-def _tempo(mono: np.ndarray) -> tuple[float, float]:
-    """(bpm, confidence), or (0.0, 0.0) where RhythmExtractor2013 finds no tempo.
-
-    On clips under ~1 s it returns bpm 0 itself; on silence it returns a bpm far above
-    MAX_TEMPO with confidence 0, so anything outside [MIN_TEMPO, MAX_TEMPO] counts as none.
-    """
+def _decode(path: Path) -> tuple[np.ndarray, int, int]:
+    """float32 samples [N, channels] at the native rate, the rate and the channel count."""
     import essentia.standard as es
 
-    bpm, _, confidence, _, _ = es.RhythmExtractor2013(
-        method="multifeature", minTempo=MIN_TEMPO, maxTempo=MAX_TEMPO
-    )(mono)
-    if not (math.isfinite(bpm) and MIN_TEMPO <= bpm <= MAX_TEMPO):
-        return 0.0, 0.0
-    return float(bpm), float(confidence)
+    try:
+        stereo, sample_rate, channels, *_ = es.AudioLoader(filename=str(path))()
+    except RuntimeError as err:
+        if "more than 2 channels" not in str(err):
+            raise AudioDecodeError(f"{path}: could not decode as audio: {err}") from err
+        try:
+            data, rate = sf.read(path, dtype="float32", always_2d=True)
+        except (sf.LibsndfileError, RuntimeError) as exc:
+            raise AudioDecodeError(
+                f"{path}: more than two channels, and libsndfile cannot read it ({exc})"
+            ) from exc
+        return data, int(rate), int(data.shape[1])
+    # AudioLoader returns a mono file as [x, 0]; keep the one real channel.
+    samples = stereo[:, :1] if channels == 1 else stereo
+    return np.asarray(samples, dtype=np.float32), int(sample_rate), int(channels)
 
 
 def _check_container(path: Path) -> None:

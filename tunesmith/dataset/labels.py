@@ -1,198 +1,267 @@
-"""Stage `labels`: per item, its caption and tags, and what analysis measures.
+"""Stage `labels`: per item, its caption, tags and label fields, each with its source.
 
-Two caches, both keyed by content: the analysis of a file (Essentia for audio, Pillow for
-images; keyed by the file's hash, the analyzer version and its parameters) and the label
-record (keyed by the analysis key and the hashes of the item's sidecars). Editing one
-caption therefore builds one label record and analyses nothing.
+Two caches, both keyed by content: the analysis of a file (`dataset.analyse`) and the label
+record, keyed by the analysis key, the hashes of the item's sidecars, its `dataset.json`
+sample and the dataset-level settings. Editing one caption therefore builds one label record
+and analyses nothing. The record's fields and their precedence are in `dataset.fields`.
 
-A bad item is skipped with a message naming its file; the others go through. A failed
-analysis is cached like a good one, so a bad file is not decoded again until it changes.
+Every file a record is built from is read once, and its bytes are hashed and checked against
+the manifest: a file that changed after the manifest hashed it would otherwise have its new
+content stored under its old hash. Such an item is skipped with a message and built on the
+next run. A sidecar that cannot be read (not UTF-8, JSON that does not parse) is a warning
+naming it; the item takes that field from the next source. Files that are neither media nor
+a sidecar of one are listed once as ignored, each with the reason.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pandas as pd
 
-from tunesmith.analysis.image import IMAGE_ANALYZER_VERSION, analyze_image
-from tunesmith.dataset import sidecars
+from tunesmith.dataset import settings as dataset_settings
+from tunesmith.dataset import side_step, sidecars
+from tunesmith.dataset.analyse import CHANGED, POOL_MIN_BYTES, analyse_items
+from tunesmith.dataset.fields import DatasetLevel, resolve
 from tunesmith.dataset.manifest import FileEntry, Manifest
-from tunesmith.media.sniff import MediaError, check_format
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import Store, content_key
 
-STAGE_VERSION = 1
+STAGE_VERSION = 2
 
 COLUMNS = [
     "path", "kind", "sha256", "caption", "caption_source", "tags",
     "duration", "sample_rate", "channels", "bpm", "bpm_confidence",
     "key", "scale", "key_strength", "loudness_lufs", "width", "height", "mode",
+    "tempo_confidence", "key_confidence", "keyscale", "timesignature", "lyrics", "language",
+    "is_instrumental", "custom_tag", "tag_position", "genre_ratio",
+    "fields", "review", "side_step",
 ]  # fmt: skip
+# Analysis values copied into the row as they are.
+_MEASURED = ("duration", "sample_rate", "channels", "bpm_confidence", "key_strength",
+             "loudness_lufs", "width", "height", "mode", "tempo_confidence",
+             "key_confidence")  # fmt: skip
+
+
+class ChangedDuringBuild(Exception):
+    """A file's bytes are not the ones the manifest hashed."""
 
 
 @dataclass
 class Labels:
-    frame: pd.DataFrame  # one row per usable item, COLUMNS; `tags` is a JSON object string
+    frame: pd.DataFrame  # one row per usable item, COLUMNS; JSON columns are strings
     result: StageResult
     keys: list[str]  # every store entry this materialization used (for gc roots)
+    dataset: dict[str, Any]  # the dataset-level record (report.json's labels.dataset)
 
 
-def build_labels(folder: Path, manifest: Manifest, store: Store) -> Labels:
+def build_labels(
+    folder: Path,
+    manifest: Manifest,
+    store: Store,
+    workers: int = 1,
+    pool_min_bytes: int = POOL_MIN_BYTES,
+) -> Labels:
+    """Label every media item of `manifest`; the analysis runs on up to `workers` processes
+    when there are at least `pool_min_bytes` of media to analyse."""
     start = time.perf_counter()
     files = manifest.by_path()
     items = [f for f in manifest.files if f.kind in ("audio", "image")]
-    dataset_json, skipped = sidecars.read_dataset_json(folder, set(files))
-    rows, keys, warnings = [], [], []
-    cached = computed = analysed = 0
+    skipped: list[Skipped] = []
+    level, dataset, samples, changed_json = _dataset_level(folder, files, items, skipped)
+    analysed = analyse_items(folder, items, store, workers, pool_min_bytes)
+    rows, keys, warnings, review = [], [], [], []
+    cached = computed = 0
     for item in items:
-        try:
-            analysis_key, fresh = _analysis(folder, item, store)
-            analysed += fresh
-            keys.append(analysis_key)
-            analysis = store.read_json(analysis_key)
-            if "error" in analysis:
-                raise MediaError(analysis["error"])
-            json_sc, txt_sc = (files.get(_beside(item.path, ext)) for ext in (".json", ".txt"))
-            label_key = content_key(
-                stage="labels",
-                version=STAGE_VERSION,
-                path=item.path,
-                analysis=analysis_key,
-                json_sidecar=json_sc.sha256 if json_sc else None,
-                txt_sidecar=txt_sc.sha256 if txt_sc else None,
-                dataset_json=dataset_json.get(item.path),
-            )
-            if store.has(label_key):
-                cached += 1
-            else:
-                record = _label(folder, item, json_sc, txt_sc, dataset_json.get(item.path))
-                store.write_json(label_key, record)
-                computed += 1
-            keys.append(label_key)
-            row = {**store.read_json(label_key), **analysis}
-            if txt_sc and row["caption_source"] not in ("txt", "json"):
-                warnings.append(
-                    f"{txt_sc.path}: the caption file is empty; caption taken from the "
-                    f"{row['caption_source']}: {row['caption']!r}"
-                )
-            rows.append(row)
-        except (MediaError, sidecars.LabelError) as exc:
-            skipped.append(Skipped(item.path, str(exc)))
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    data_version = content_key(stage="labels", keys=keys, skipped=[vars(s) for s in skipped])
-    result = StageResult(
-        stage="labels",
-        data_version=data_version,
-        items=len(items),
-        cached=cached,
-        computed=computed,
-        skipped=skipped,
-        seconds=time.perf_counter() - start,
-        extra={"analysed": analysed, **({"warnings": warnings} if warnings else {})},
-    )
-    return Labels(frame, result, keys)
-
-
-def _analysis(folder: Path, item: FileEntry, store: Store) -> tuple[str, bool]:
-    """The store key of the item's analysis, and whether it was computed just now."""
-    if item.kind == "audio":
-        from tunesmith.analysis import audio  # Essentia loads slowly; only when needed
-
-        version, params = audio.ANALYZER_VERSION, audio.ANALYSIS_PARAMS
-    else:
-        version, params = IMAGE_ANALYZER_VERSION, {}
-    key = content_key(
-        stage="analysis", kind=item.kind, version=version, params=params, content=item.sha256
-    )
-    if store.has(key):
-        return key, False
-    path = folder / item.path
-    try:
-        check_format(path, item.path)
-        if item.kind == "audio":
-            value: dict[str, Any] = audio.analyze_audio(path)
+        if item.path in analysed.changed or (changed_json and item.kind == "audio"):
+            what = item.path if item.path in analysed.changed else side_step.FILE
+            skipped.append(Skipped(item.path, f"{what}: {CHANGED}"))
+            continue
+        keys.append(analysed.keys[item.path])
+        analysis = store.read_json(analysed.keys[item.path])
+        if "error" in analysis:
+            skipped.append(Skipped(item.path, analysis["error"]))
+            continue
+        found, sample = _sidecar_files(item, files), samples.get(item.path)
+        label_key = _label_key(item, analysed.keys[item.path], found, sample, dataset)
+        if store.has(label_key):
+            cached += 1
         else:
-            value = analyze_image(path, item.path)
-    except (MediaError, ValueError) as exc:
-        message = str(exc)
-        value = {"error": message if item.path in message else f"{item.path}: {message}"}
-    store.write_json(key, value)
-    return key, True
+            try:
+                record = _record(folder, item, found, sample, analysis, level)
+            except ChangedDuringBuild as exc:
+                skipped.append(Skipped(item.path, f"{exc}: {CHANGED}"))
+                continue
+            store.write_json(label_key, record)
+            computed += 1
+        keys.append(label_key)
+        record = store.read_json(label_key)
+        warnings += record.pop("warnings")
+        review += [{"path": item.path, **flag} for flag in json.loads(record["review"])]
+        rows.append(record)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    ignored = _ignored(manifest, items)
+    data_version = content_key(stage="labels", keys=keys, skipped=[vars(s) for s in skipped])
+    extra: dict[str, Any] = {"analysed": analysed.computed, "review": review, "dataset": dataset}
+    extra.update({"warnings": warnings} if warnings else {})
+    extra.update({"ignored": [vars(i) for i in ignored]} if ignored else {})
+    result = StageResult(
+        stage="labels", data_version=data_version, items=len(items), cached=cached,
+        computed=computed, skipped=skipped, seconds=time.perf_counter() - start, extra=extra,
+    )  # fmt: skip
+    return Labels(frame, result, keys, dataset)
 
 
-def _label(
+def _label_key(
+    item: FileEntry,
+    analysis: str,
+    found: dict[str, FileEntry],
+    sample: dict[str, Any] | None,
+    dataset: dict[str, Any],
+) -> str:
+    """Everything the record is built from: the analysis, each sidecar's path and hash, the
+    dataset.json sample and the dataset-level values in force."""
+    return content_key(
+        stage="labels", version=STAGE_VERSION, path=item.path, analysis=analysis,
+        sidecars={name: [e.path, e.sha256] for name, e in found.items()},
+        sample=sample, dataset={k: v for k, v in dataset.items() if k != "metadata_read"},
+    )  # fmt: skip
+
+
+def _dataset_level(
+    folder: Path, files: dict[str, FileEntry], items: list[FileEntry], skipped: list[Skipped]
+) -> tuple[DatasetLevel, dict[str, Any], dict[str, dict], bool]:
+    """Settings, the dataset record, dataset.json's samples by path, and whether
+    dataset.json changed during the build."""
+    settings = dataset_settings.DatasetSettings()
+    config = files.get(dataset_settings.FILE)
+    if config:  # its values, not its hash, go into the label keys: read as it is now
+        settings = dataset_settings.read_settings(folder, (folder / config.path).read_bytes())
+    found, changed = side_step.SideStepFile(), False
+    entry = files.get(side_step.FILE)
+    if entry:
+        data = (folder / entry.path).read_bytes()
+        changed = hashlib.sha256(data).hexdigest() != entry.sha256
+        found = side_step.read_dataset_json(data, folder, {i.path for i in items})
+        skipped += found.skipped
+    meta = {**side_step.METADATA_DEFAULTS, **found.metadata}
+    tag, tag_source = settings.custom_tag, "tunesmith.toml"
+    if tag is None:
+        tag, tag_source = str(meta.get("custom_tag") or ""), "dataset.json metadata"
+    level = DatasetLevel(
+        default_language=settings.default_language,
+        custom_tag=tag,
+        custom_tag_source=tag_source if tag else "none",
+        tag_position=settings.tag_position or str(meta["tag_position"]),
+        genre_ratio=meta["genre_ratio"] if settings.genre_ratio is None else settings.genre_ratio,
+    )
+    dataset = {
+        "default_language": level.default_language,
+        "custom_tag": level.custom_tag,
+        "tag_position": level.tag_position,
+        "genre_ratio": level.genre_ratio,
+        "metadata_read": found.metadata,
+    }
+    return level, dataset, found.samples, changed
+
+
+def _sidecar_files(item: FileEntry, files: dict[str, FileEntry]) -> dict[str, FileEntry]:
+    """The item's sidecar files present in the manifest, by source name (nearest wins)."""
+    found = {}
+    for name, paths in sidecars.candidates(item.path).items():
+        if item.kind != "audio" and name == "lyrics.txt":
+            continue
+        entry = next((files[p] for p in paths if p in files and p != item.path), None)
+        if entry is not None:
+            found[name] = entry
+    return found
+
+
+def _record(
     folder: Path,
     item: FileEntry,
-    json_sc: FileEntry | None,
-    txt_sc: FileEntry | None,
+    found: dict[str, FileEntry],
     sample: dict[str, Any] | None,
+    analysis: dict[str, Any],
+    level: DatasetLevel,
 ) -> dict[str, Any]:
-    """Caption and tags by the precedence of `sidecars`, lowest source first."""
-    tags: dict[str, str] = {}
-    caption, source = sidecars.caption_from_name(item.path), "filename"
-    if item.kind == "audio":
-        embedded = sidecars.read_embedded_tags(folder / item.path)
-        if embedded:
-            tags.update(embedded)
-            caption, source = sidecars.caption_from_tags(embedded), "embedded"
-    if sample:
-        fields = {k: sidecars.as_text(v) for k, v in sample.items() if v not in (None, "")}
-        fields.pop("audio_path", None), fields.pop("filename", None)
-        if fields.get("caption"):
-            caption, source = fields.pop("caption"), "dataset.json"
-        tags.update(fields)
-    if txt_sc:
-        text = sidecars.read_text_caption(folder / txt_sc.path, txt_sc.path)
-        if text:
-            caption, source = text, "txt"
-    if json_sc:
-        found = sidecars.read_json_tags(folder / json_sc.path, json_sc.path)
-        for key in sidecars.CAPTION_KEYS:
-            if found.get(key):
-                caption, source = found.pop(key), "json"
-                break
-        tags.update(found)
-    return {
-        "path": item.path,
-        "kind": item.kind,
-        "sha256": item.sha256,
-        "caption": caption,
-        "caption_source": source,
-        "tags": json.dumps(tags, sort_keys=True, ensure_ascii=False),
-    }
+    sources, warnings = [], []
+    for name, entry in found.items():
+        data = _read_checked(folder, entry)
+        try:
+            sources.append(sidecars.read_sidecar(name, entry.path, data))
+        except sidecars.LabelError as exc:
+            warnings.append(f"{exc}; its fields are taken from the next source")
+    if sample is not None:
+        sources.append(_sample_source(sample))
+    embedded = analysis.get("embedded")
+    if embedded:
+        sources.append(sidecars.Source("embedded", item.path, embedded["values"], embedded["tags"]))
+    resolved = resolve(item.path, item.kind, sources, analysis, level)
+    record = {c: None for c in COLUMNS}
+    record.update({k: analysis.get(k) for k in _MEASURED})
+    record.update(resolved.values)
+    record.update(
+        path=item.path, kind=item.kind, sha256=item.sha256,
+        caption_source=resolved.fields["caption"]["source"],
+        tag_position=level.tag_position if item.kind == "audio" else None,
+        genre_ratio=level.genre_ratio if item.kind == "audio" else None,
+        fields=json.dumps(resolved.fields, sort_keys=True, ensure_ascii=False),
+        review=json.dumps(resolved.review, ensure_ascii=False),
+        side_step=json.dumps(sample, ensure_ascii=False) if sample is not None else None,
+        warnings=warnings + resolved.warnings,
+    )  # fmt: skip
+    return record
 
 
-def _beside(rel: str, ext: str) -> str:
-    return str(Path(rel).with_suffix(ext).as_posix())
+def _sample_source(sample: dict[str, Any]) -> sidecars.Source:
+    """What a Side-Step sample states, as the other sources state it."""
+    values: dict[str, Any] = {}
+    for name in sidecars.FIELDS:
+        value = sample.get(name)
+        if value is not None and value != "" and not isinstance(value, dict | list):
+            values[name] = value
+    if "lyrics" in values:
+        lyrics = sidecars.as_text(values.pop("lyrics"))
+        if lyrics.lower() != sidecars.INSTRUMENTAL:
+            values["lyrics"] = lyrics
+    genre = sidecars.as_text(sample.get("genre") or "")
+    tags = {k: sidecars.as_text(sample[k]) for k in sidecars.TAG_KEYS if sample.get(k)}
+    tags.update({"genre": genre} if genre else {})
+    # Its bpm is a label field, not a tag: an exported dataset.json carries the analysed bpm,
+    # which must not turn into a prompt tag when the file is read back.
+    tags.pop("bpm", None)
+    return sidecars.Source("dataset.json", side_step.FILE, values, tags)
 
 
-def side_step_dataset(frame: pd.DataFrame, name: str) -> dict[str, Any]:
-    """A Side-Step/ACE-Step-compatible `dataset.json` for the audio items of `frame`."""
-    samples = []
-    for row in frame[frame["kind"] == "audio"].to_dict("records"):
-        tags = json.loads(row["tags"])
-        samples.append({
-            "filename": Path(row["path"]).name,
-            "audio_path": row["path"],
-            "caption": row["caption"],
-            "genre": tags.get("genre", ""),
-            "lyrics": tags.get("lyrics", "[Instrumental]"),
-            "bpm": round(float(row["bpm"])) if row["bpm"] else None,
-            "keyscale": f"{row['key']} {row['scale']}" if row["key"] else "",
-            "timesignature": tags.get("timesignature", "4"),
-            "duration": round(float(row["duration"]), 3),
-            "is_instrumental": tags.get("lyrics", "[Instrumental]") == "[Instrumental]",
-        })  # fmt: skip
-    metadata = {
-        "name": name,
-        "custom_tag": "",
-        "tag_position": "prepend",
-        "genre_ratio": 0,
-        "all_instrumental": all(s["is_instrumental"] for s in samples),
-    }
-    return {"metadata": metadata, "samples": samples}
+def _read_checked(folder: Path, entry: FileEntry) -> bytes:
+    data = (folder / entry.path).read_bytes()
+    if hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise ChangedDuringBuild(entry.path)
+    return data
+
+
+def _ignored(manifest: Manifest, items: list[FileEntry]) -> list[Skipped]:
+    """Files that are neither media nor a sidecar of a media file, with the reason."""
+    claimed: set[str] = {side_step.FILE, dataset_settings.FILE}
+    for item in items:
+        for paths in sidecars.candidates(item.path).values():
+            claimed.update(paths)
+    ignored = []
+    for entry in manifest.files:
+        if entry.kind == "other":
+            suffix = PurePosixPath(entry.path).suffix or "no extension"
+            ignored.append(Skipped(entry.path, f"not media or a sidecar ({suffix})"))
+        elif entry.kind == "sidecar" and entry.path not in claimed:
+            ignored.append(Skipped(entry.path, "a sidecar with no media file of its name"))
+    return ignored
+
+
+def side_step_dataset(labels: Labels, folder: Path, name: str) -> dict[str, Any]:
+    """Side-Step's `dataset.json` for the audio items (see dataset.side_step)."""
+    return side_step.export(labels.frame.to_dict("records"), folder, name, labels.dataset)

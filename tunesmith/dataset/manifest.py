@@ -2,7 +2,9 @@
 
 The data version is the hash of the manifest (paths, hashes, kinds, sizes; not mtimes),
 so touching a file changes nothing downstream. A file is hashed again only when its size
-or mtime changed since the last scan; the remembered hashes live in the store folder.
+or mtime changed since the last scan; the remembered hashes live in the store folder. The
+files to hash are spread over a pool of worker processes (`dataset.workers`) when there are
+enough bytes to make starting the workers worth it (POOL_MIN_BYTES).
 
 Folders are walked following symbolic links, since users link media in from elsewhere; a
 link that leads back into a folder already walked, or a link to itself, is a loop and is
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tunesmith.dataset.workers import run_all
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import canonical_json, sha256_file
 from tunesmith.store.atomic import atomic_write_json
@@ -27,7 +30,11 @@ from tunesmith.store.atomic import atomic_write_json
 STAGE_VERSION = 1
 
 AUDIO = frozenset({".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aiff", ".aif"})
-IMAGE = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
+IMAGE = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".avif"})
+# Below this many bytes to hash, one process does it sooner than a pool can start: sha256
+# reads several hundred MB a second on one core, and a worker takes a fraction of a second
+# to start.
+POOL_MIN_BYTES = 256 << 20
 SIDECAR = frozenset({".txt", ".json"})
 CONFIG_FILES = frozenset({"tunesmith.toml"})
 
@@ -118,30 +125,32 @@ def _fingerprint(files: list[tuple[str, os.stat_result]], skipped: list[Skipped]
     return hashlib.sha256(canonical_json(rows).encode()).hexdigest()[:16]
 
 
-def build_manifest(folder: Path, hash_cache: Path) -> tuple[Manifest, StageResult]:
+def build_manifest(
+    folder: Path, hash_cache: Path, workers: int = 1, pool_min_bytes: int = POOL_MIN_BYTES
+) -> tuple[Manifest, StageResult]:
     """Scan `folder`; `hash_cache` is this dataset's file of remembered hashes."""
     start = time.perf_counter()
     remembered = _read_cache(hash_cache)
     files, skipped = walk(folder)
     fingerprint = _fingerprint(files, skipped)
-    entries, cache, hashed = [], {}, 0
+    stale = [(rel, st) for rel, st in files if (remembered.get(rel) or [])[:2] != _stamp(st)]
+    if sum(st.st_size for _, st in stale) < pool_min_bytes:
+        workers = 1
+    stale_paths = [rel for rel, _ in stale]
+    results = run_all(_hash, [str(folder / rel) for rel in stale_paths], workers)
+    digests = dict(zip(stale_paths, results, strict=True))
+    entries, cache = [], {}
     for rel, st in files:
-        stamp = [st.st_size, st.st_mtime_ns]
-        known = remembered.get(rel)
-        if known and known[:2] == stamp:
-            digest = known[2]
-        else:
-            try:
-                digest = sha256_file(folder / rel)
-            except OSError as exc:
-                skipped.append(Skipped(rel, f"cannot be read: {exc.strerror}"))
-                continue
-            hashed += 1
-        cache[rel] = [*stamp, digest]
+        digest = digests.get(rel) or remembered[rel][2]
+        if isinstance(digest, list):  # [error] from _hash
+            skipped.append(Skipped(rel, f"cannot be read: {digest[0]}"))
+            continue
+        cache[rel] = [*_stamp(st), digest]
         entries.append(FileEntry(rel, digest, kind_of(Path(rel)), st.st_size))
     if cache != remembered:
         atomic_write_json(hash_cache, cache)
     manifest = Manifest(entries, skipped)
+    hashed = sum(1 for rel, _ in stale if not isinstance(digests[rel], list))
     result = StageResult(
         stage="manifest",
         data_version=manifest.data_version,
@@ -153,6 +162,18 @@ def build_manifest(folder: Path, hash_cache: Path) -> tuple[Manifest, StageResul
         extra={"fingerprint": fingerprint},
     )
     return manifest, result
+
+
+def _stamp(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _hash(path: str) -> str | list[str]:
+    """The sha256 of a file, or [the reason] when it cannot be read (run in a worker)."""
+    try:
+        return sha256_file(Path(path))
+    except OSError as exc:
+        return [exc.strerror or str(exc)]
 
 
 def _read_cache(path: Path) -> dict[str, list]:

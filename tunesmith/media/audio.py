@@ -4,10 +4,11 @@ What underfit's pre-encoder does (shared/reference/underfit-sa3-conventions.md, 
 7): whole files up to 600 s, 44.1 kHz stereo, mono repeated to two channels, other rates
 resampled with torchaudio's default (windowed-sinc, Hann window, 6 zero crossings, 0.99
 rolloff), no loudness or peak change, length cut down to a multiple of the VAE's
-downsampling ratio. torchaudio is not a dependency (its wheels pin other torch builds),
-so its default resampler is written out here; it is the same arithmetic.
+downsampling ratio; a file with more than two channels keeps its first two, as underfit's
+`load_audio` does (warned). torchaudio is not a dependency (its wheels pin other torch
+builds), so its default resampler is written out here; it is the same arithmetic.
 
-Not handled: more than two channels (refused), files longer than the cap (cut, warned).
+Not handled: files longer than the cap (cut, warned).
 """
 
 from __future__ import annotations
@@ -43,8 +44,6 @@ def decode(path: Path, label: str | None = None) -> tuple[np.ndarray, int]:
         data, rate = _decode_with_essentia(path, name)
     if data.shape[0] == 0:
         raise MediaError(f"{name}: decoded to zero samples; expected audio")
-    if data.shape[1] > 2:
-        raise MediaError(f"{name}: {data.shape[1]} channels; expected mono or stereo")
     return np.ascontiguousarray(data.T), int(rate)
 
 
@@ -68,9 +67,12 @@ def for_model(path: Path, sample_rate: int, align_to: int, label: str | None = N
     name = label or str(path)
     data, rate = decode(path, name)
     audio = torch.from_numpy(data)
+    warnings = []
     if audio.shape[0] == 1:
         audio = audio.repeat(2, 1)  # mono → both channels, level unchanged
-    warnings = []
+    elif audio.shape[0] > 2:
+        warnings.append(f"{name}: {audio.shape[0]} channels; the first two are used")
+        audio = audio[:2]
     source_seconds = audio.shape[1] / rate
     if source_seconds > MAX_SECONDS:
         audio = audio[:, : int(MAX_SECONDS * rate)]

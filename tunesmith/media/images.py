@@ -1,7 +1,7 @@
 """Pictures for an image model: decode to RGB, then fit to a square.
 
-`load_image` reads jpg, png, webp and bmp (content checked against the extension first),
-applies the EXIF orientation, and converts every colour mode to 8-bit RGB:
+`load_image` reads jpg, png, webp, bmp, gif, tiff and avif (content checked against the
+extension first), applies the EXIF orientation, and converts every colour mode to 8-bit RGB:
 
 - alpha (RGBA, LA, PA, a palette with transparency) is composited on white: a transparent
   background reads as white paper. (Pillow's plain `convert("RGB")`, which many loaders call,
@@ -36,7 +36,9 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from tunesmith.media.sniff import MediaError, check_format
 
-IMAGE_FORMATS = ("PNG", "JPEG", "WebP", "BMP")
+# GIF, TIFF and AVIF as Pillow reads them; an animated GIF or multi-page TIFF gives its first
+# frame (Pillow opens on the first frame).
+IMAGE_FORMATS = ("PNG", "JPEG", "WebP", "BMP", "GIF", "TIFF", "AVIF")
 # Pillow's default decompression-bomb limit (about 89 megapixels, a 9459 x 9459 picture).
 MAX_PIXELS = Image.MAX_IMAGE_PIXELS
 MIN_SIDE = 8  # one latent pixel of SDXL's VAE covers 8 x 8 pixels

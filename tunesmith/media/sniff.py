@@ -14,6 +14,7 @@ BY_EXTENSION = {
     ".wav": "WAV", ".flac": "FLAC", ".mp3": "MP3", ".ogg": "Ogg", ".opus": "Ogg",
     ".m4a": "MP4", ".aiff": "AIFF", ".aif": "AIFF",
     ".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WebP", ".bmp": "BMP",
+    ".gif": "GIF", ".tif": "TIFF", ".tiff": "TIFF", ".avif": "AVIF",
 }  # fmt: skip
 AUDIO_FORMATS = frozenset({"WAV", "FLAC", "MP3", "Ogg", "MP4", "AIFF"})
 
@@ -53,8 +54,8 @@ def sniff(head: bytes) -> str | None:
         return "FLAC"
     if head[:4] == b"OggS":
         return "Ogg"
-    if head[4:8] == b"ftyp":
-        return "MP4"
+    if head[4:8] == b"ftyp":  # ISO media: AVIF pictures and MP4 audio share the box
+        return "AVIF" if head[8:12] in (b"avif", b"avis") else "MP4"
     # MP3: an ID3v2 tag, or a bare MPEG audio frame sync (11 set bits).
     if head[:3] == b"ID3" or (len(head) > 1 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0):
         return "MP3"
@@ -66,6 +67,8 @@ def sniff(head: bytes) -> str | None:
         return "BMP"
     if head[:6] in (b"GIF87a", b"GIF89a"):
         return "GIF"
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return "TIFF"
     return None
 
 

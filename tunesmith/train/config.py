@@ -12,7 +12,8 @@
     steps = 200
 
 Every key not given takes the family's default; an unknown key is an error that lists the
-allowed ones. Without a `tunesmith.toml`, one run of the family that fits the media
+allowed ones. The file's `[dataset]` table belongs to the labels stage. Without `[[runs]]`
+(or without a `tunesmith.toml`), one run of the family that fits the media
 (audio → stable-audio-3, images → sdxl) with its defaults. One override path:
 tunesmith.toml → Dagster run config → command line; the resolved config is written
 beside every adapter.
@@ -114,14 +115,14 @@ UNUSED_TRAIN_KEYS = {
 def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
     """The runs of a dataset: its `tunesmith.toml`, or one default run for its media."""
     path = folder / "tunesmith.toml"
-    if not path.exists():
-        family = FAMILY_FOR_MEDIA[media_kind]
-        return [resolve_run({"name": f"{family}-default", "family": family}, path, 0)]
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        document = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
-    _check_keys(document, {"runs"}, str(path))
+    _check_keys(document, {"runs", "dataset"}, str(path))  # [dataset]: tunesmith.dataset.settings
+    if "runs" not in document:
+        family = FAMILY_FOR_MEDIA[media_kind]
+        return [resolve_run({"name": f"{family}-default", "family": family}, path, 0)]
     runs = document.get("runs", [])
     if not isinstance(runs, list) or not runs:
         raise ConfigError(f"{path}: expected one or more [[runs]] tables")
