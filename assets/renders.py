@@ -8,7 +8,7 @@ import pandas as pd
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
-from tunesmith.families.checkpoint import model_fingerprint
+from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.families.sdxl import sample as sdxl_sample
 from tunesmith.families.stable_audio_3 import sample as sa3_sample
 from tunesmith.render import demos as engine

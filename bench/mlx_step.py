@@ -49,7 +49,7 @@ def devices() -> tuple[str, str]:
 
 
 def draws(steps: int):
-    from tunesmith.train.data import Batch
+    from tunesmith.families.stable_audio_3.data import Batch
 
     generator = torch.Generator().manual_seed(1)
     latents = torch.randn(BATCH, 16, CROP, generator=generator)
@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
 
-    from tunesmith.backends.mlx_train import MLXObjective
+    from tunesmith.families.stable_audio_3.mlx.trainer import MLXObjective
     from tunesmith.backends.placement import Placement
     from tunesmith.families.stable_audio_3.train import Objective
     from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig

@@ -4,7 +4,7 @@ The bare loop is what a user writes by hand from diffusers' train_text_to_image_
 UNet alone, PEFT LoRA added with `unet.add_adapter` on `to_q`, `to_k`, `to_v`, `to_out.0`, the
 factors cast to fp32, AdamW, a posterior draw, `DDPMScheduler.add_noise` and the ε-prediction
 MSE, its batches already stacked on the device. Ours is the step of tunesmith's SDXL run loop
-(`tunesmith.families.sdxl.run`): the pass order's next pictures, `train_step` (the draws,
+(`tunesmith.families.sdxl.trainer`): the pass order's next pictures, `train_step` (the draws,
 `SdxlLora.backward` with its stacking, posterior draw, loss and gradients, the AdamW step), the
 finiteness check and the memory cap; validation, samples, logging and checkpoints are left out.
 Both train rank-16 factors on the same layers, batch and size, each in its own process, loaded
@@ -67,7 +67,7 @@ def make_model(folder: Path) -> int:
     """Write the tiny SDXL with the wider UNet to `folder`; returns the UNet's parameter count."""
     from diffusers import UNet2DConditionModel
 
-    from tunesmith.examples.tiny_sdxl import TINY_SDXL_CONFIG, build_tiny_sdxl
+    from tunesmith.families.sdxl.tiny import TINY_SDXL_CONFIG, build_tiny_sdxl
 
     pipe = build_tiny_sdxl(0)
     torch.manual_seed(0)
@@ -150,7 +150,7 @@ def pictures(folder: Path):
 
 def ours(folder: Path, steps: int, device: str, dtype: torch.dtype) -> dict:
     from tunesmith.families.sdxl import load_pipeline
-    from tunesmith.families.sdxl.run import PassOrder, train_step
+    from tunesmith.families.sdxl.trainer import PassOrder, train_step
     from tunesmith.families.sdxl.train import SdxlLora
     from tunesmith.train.memory import MemoryCap
 

@@ -36,7 +36,7 @@ DIT = dict(embed_dim=256, depth=6, num_heads=4)
 def make_model(folder: Path) -> None:
     from diffusers import StableAudio3DiTModel
 
-    from tunesmith.examples.tiny_models import TINY_SA3_CONFIG, build_tiny_stable_audio_3
+    from tunesmith.families.stable_audio_3.tiny import TINY_SA3_CONFIG, build_tiny_stable_audio_3
 
     pipe = build_tiny_stable_audio_3(0)
     torch.manual_seed(0)
@@ -69,7 +69,7 @@ class PeakRSS:
 
 
 def items(n: int = 6):
-    from tunesmith.train.data import Item
+    from tunesmith.families.stable_audio_3.data import Item
 
     g = torch.Generator().manual_seed(1)
     return [
@@ -83,7 +83,7 @@ def ours(folder: Path, steps: int, device: str) -> dict:
     from tunesmith.backends.placement import Placement
     from tunesmith.families.stable_audio_3.train import Objective
     from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
-    from tunesmith.train.data import Split
+    from tunesmith.families.stable_audio_3.data import Split
     from tunesmith.train.loop import train
 
     run = RunConfig(

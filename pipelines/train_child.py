@@ -66,7 +66,7 @@ def train(pipes, extras: dict) -> None:
 def _trainer(family: str, backend: str = "torch"):
     """The family's `train_run` for the placement's backend (the same files and result)."""
     if family == "stable-audio-3" and backend == "mlx":
-        from tunesmith.backends.mlx_train import train_run
+        from tunesmith.families.stable_audio_3.mlx.trainer import train_run
 
         return train_run
     if family == "stable-audio-3" and backend == "torch":
@@ -74,7 +74,7 @@ def _trainer(family: str, backend: str = "torch"):
 
         return train_run
     if family == "sdxl" and backend == "torch":
-        from tunesmith.families.sdxl.run import train_run
+        from tunesmith.families.sdxl.trainer import train_run
 
         return train_run
     raise ValueError(f"the {family} family has no {backend} trainer yet")

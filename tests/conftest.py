@@ -81,7 +81,7 @@ def data_version(instance, stage: str, partition: str) -> str | None:
 @pytest.fixture(scope="session")
 def tiny_sdxl(tmp_path_factory) -> Path:
     """The tiny SDXL checkpoint folder, made once per test session (read only)."""
-    from tunesmith.examples.tiny_sdxl import make_tiny_sdxl
+    from tunesmith.families.sdxl.tiny import make_tiny_sdxl
 
     return make_tiny_sdxl(tmp_path_factory.mktemp("models") / "tiny-sdxl", seed=0)
 
@@ -89,7 +89,7 @@ def tiny_sdxl(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_sa3(tmp_path_factory) -> Path:
     """The tiny Stable Audio 3 checkpoint folder, made once per test session."""
-    from tunesmith.examples.tiny_models import make_tiny_stable_audio_3
+    from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 
     return make_tiny_stable_audio_3(tmp_path_factory.mktemp("models") / "tiny-sa3", seed=0)
 

@@ -66,7 +66,7 @@ def pg():
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, pg) -> Site:
     from tunesmith.examples import TINY_SA3
-    from tunesmith.examples.tiny_models import make_tiny_stable_audio_3
+    from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 
     root = tmp_path_factory.mktemp("team")
     make_tiny_stable_audio_3(root / "models" / TINY_SA3, seed=0)

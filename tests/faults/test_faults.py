@@ -53,7 +53,7 @@ OUTPUTS = ("*.safetensors", "loss_by_timestep.bin", "*.wav", "*.mp3", "*.png", "
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> Path:
-    from tunesmith.examples.tiny_models import make_tiny_stable_audio_3
+    from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 
     root = tmp_path_factory.mktemp("models")
     make_tiny_stable_audio_3(root / "tiny-stable-audio-3", seed=0)

@@ -7,7 +7,8 @@ import pytest
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import SAMPLE_RATE
 from tunesmith.families.stable_audio_3.sample import Renderer
-from tunesmith.render.demos import build_renders, wav_bytes
+from tunesmith.media.writers import wav_bytes
+from tunesmith.render.demos import build_renders
 from tunesmith.store import Store
 from tunesmith.train.config import AdapterConfig, DemoConfig, RunConfig, TrainConfig
 

@@ -95,8 +95,8 @@ def make_examples(datasets_root: Path, models_root: Path | None = None) -> dict[
     make_rings(folders["rings"])
     atomic_write_text(folders["rings"] / "tunesmith.toml", RINGS_TOML)
     if models_root is not None:
-        from tunesmith.examples.tiny_models import make_tiny_stable_audio_3
-        from tunesmith.examples.tiny_sdxl import make_tiny_sdxl
+        from tunesmith.families.sdxl.tiny import make_tiny_sdxl
+        from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 
         folders[TINY_SA3] = make_tiny_stable_audio_3(models_root / TINY_SA3)
         folders[TINY_SDXL] = make_tiny_sdxl(models_root / TINY_SDXL)

@@ -100,6 +100,6 @@ def _lineage(family: str, path: str) -> dict[str, str]:
         from tunesmith.families.sdxl.files import validate_files
 
         return validate_files(path)
-    from tunesmith.adapters.underfit_format import validate_file
+    from tunesmith.families.stable_audio_3.files import validate_file
 
     return validate_file(path).metadata

@@ -12,20 +12,17 @@ demo list renders nothing again.
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-import soundfile as sf
 
 from tunesmith.backends.placement import Placement
+from tunesmith.media.writers import mp3_from_wav, wav_bytes, write_png
 from tunesmith.report import StageResult
 from tunesmith.store import DamagedEntry, Store, canonical_json, content_key, sha256_file
 from tunesmith.store.atomic import write_if_changed
@@ -41,27 +38,6 @@ class Renders:
     frame: pd.DataFrame
     result: StageResult
     keys: list[str]
-
-
-def wav_bytes(samples: np.ndarray, sample_rate: int) -> bytes:
-    """16-bit PCM WAV of [channels, N] float samples, peak-normalised."""
-    peak = float(np.max(np.abs(samples))) if samples.size else 0.0
-    scaled = samples / peak if peak > 0 else samples
-    buffer = io.BytesIO()
-    sf.write(buffer, scaled.T.astype(np.float32), sample_rate, format="WAV", subtype="PCM_16")
-    return buffer.getvalue()
-
-
-def mp3_from_wav(wav: Path, mp3: Path) -> bool:
-    """underfit's demo MP3 (`ffmpeg -q:a 0`); False when ffmpeg is not installed."""
-    ffmpeg = shutil.which("ffmpeg")
-    if ffmpeg is None:
-        return False
-    subprocess.run(
-        [ffmpeg, "-nostdin", "-loglevel", "error", "-y", "-i", str(wav), "-q:a", "0", str(mp3)],
-        check=True,
-    )
-    return True
 
 
 def build_renders(
@@ -152,14 +128,6 @@ class _RunRenders:
         else:
             _write_audio(tmp, rendered, self.made.sample_rate, self.mp3_ok)
         (tmp / "value.json").write_text(canonical_json(sidecar), encoding="utf-8")
-
-
-def write_png(pixels: np.ndarray, path: Path) -> Path:
-    """uint8 [H, W, 3] as a PNG (Pillow's encoder: the same pixels give the same bytes)."""
-    from PIL import Image
-
-    Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8), "RGB").save(path, format="PNG")
-    return path
 
 
 def _write_audio(tmp: Path, samples, sample_rate: int, mp3_ok: bool) -> None:

@@ -1,254 +1,207 @@
-"""The training loop, top to bottom: one family's objective, underfit's conventions.
+"""The training loop every family and backend runs, top to bottom.
 
-Per step: a batch of random crops, a random prompt per item (underfit's templates), a
-timestep per item (sampler, then the model's shift), noise, a CFG-dropout coin per item,
-the loss, backward, optional clipping, AdamW. Validation on held-out items at fixed levels
-and fixed noise before the first step (the base model: every adapter starts at zero) and
-every `eval_every` steps, each followed by the run's demos rendered into `samples/`; the
-adapter with the lowest validation loss is kept beside the last one. Checkpoints every
-`checkpoint_every` steps and at the end, with the full state to resume from (bit for bit
-on the CPU). Rendering samples draws from the pipeline's own seeded generators only.
+Before the first step (a fresh run): the validation loss of the base model (every adapter
+starts at zero), the adapter written as the first best, the demos rendered as samples.
+Then per step: the trainer's update; the stop on a non-finite loss; progress (underfit's
+bar: one per epoch, `train/*` postfix keys) and the step's record; the memory cap. Every
+`eval_every` steps and at the end: the validation loss, samples, and the best adapter
+rewritten when the loss improved. Every `checkpoint_every` steps and at the end: the
+family's periodic adapter file (if it writes one) and the full state to resume from. A run
+asked for more steps, or killed, continues from its newest state, bit for bit on the CPU;
+an output deleted since is written again from that state.
 
-Every random number comes from three sources seeded from the run's seed and saved in the
-state: the sampler's generator (order, crops), the training generator (t, noise, dropout)
-and the prompt generator (templates, trigger). Validation draws from none of them.
+What a step draws and how it updates is the trainer's (`tunesmith.train.trainer`); nothing
+here knows a family.
 """
 
 from __future__ import annotations
 
-import random
+import math
+import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
-import torch
 from tqdm import tqdm
 
-from tunesmith.train import timesteps
-from tunesmith.train.config import RunConfig
-from tunesmith.train.data import Batch, Sampler, Split
 from tunesmith.train.history import History
 from tunesmith.train.memory import MemoryCap
-from tunesmith.train.prompts import training_prompt
-from tunesmith.train.state import RunState, latest_state, load_state, restore, save_state
-from tunesmith.train.validation import Validation
+from tunesmith.train.state import best_copy, latest_state, load_state, save_state
+from tunesmith.train.trainer import Trainer, TrainingError, TrainResult
 
 
-class Objective(Protocol):
-    def parameters(self) -> list[torch.nn.Parameter]: ...
-    def loss(self, batch: Batch, prompts: list[str], t, noise, drop) -> torch.Tensor: ...
-    def shift_timesteps(self, t: torch.Tensor, length: int) -> torch.Tensor: ...
-    def render_samples(self, folder: Path, step: int) -> list[Path]: ...
-    def save(self, folder: Path, step: int, epoch: int, metadata: dict[str, str], name=None): ...
+class _Run:
+    """The loop's own record of a run: step, validation history, best, checkpoints."""
 
+    def __init__(self, trainer: Trainer, run_dir: Path) -> None:
+        self.trainer, self.run_dir = trainer, run_dir
+        self.step, self.epoch = 0, 0
+        self.history: list[dict[str, Any]] = []
+        self.best: dict[str, Any] = {}
+        self.checkpoints: list[str] = []
 
-class TrainingError(RuntimeError):
-    """The run stopped: a NaN loss, for one. The message names the step and what was kept."""
+    def document(self) -> dict[str, Any]:
+        return {"step": self.step, "history": self.history, "best": self.best,
+                "checkpoints": self.checkpoints, "identity": self.trainer.identity}  # fmt: skip
 
+    def measure(self, log: Callable[[str], None]) -> float:
+        loss = self.trainer.validation_loss()
+        self.history.append({"step": self.step, "loss": loss})
+        self.trainer.render_samples(self.run_dir / "samples", self.step)
+        if not self.best or loss < self.best["loss"]:
+            self.keep_best(loss)
+        return loss
 
-@dataclass
-class TrainResult:
-    steps: int
-    steps_trained: int  # in this process (fewer than `steps` after a resume)
-    steps_per_second: float
-    base_loss: float
-    best_loss: float
-    best_step: int
-    best_path: str
-    last_path: str
-    checkpoints: list[str]
-    history: list[dict[str, Any]]
-    validation_note: str
-    resumed_from: int | None = None
-    seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    def keep_best(self, loss: float) -> None:
+        trainer, old = self.trainer, self.best.get("path")
+        path = trainer.names.best(self.step)
+        if old and Path(old) != path:
+            trainer.remove_adapter(Path(old))
+        trainer.write_adapter(path, self.step, self.epoch, loss)
+        self.best = {"step": self.step, "loss": loss, "path": str(path)}
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def checkpoint(self, events: History) -> None:
+        trainer = self.trainer
+        path = trainer.names.checkpoint(self.step, self.epoch)
+        if path is not None:
+            trainer.write_adapter(path, self.step, self.epoch, None)
+            self.checkpoints.append(str(path))
+        tensors, own = trainer.state()
+        events.flush()
+        save_state(
+            self.run_dir / "state",
+            self.step,
+            tensors,
+            {**self.document(), "trainer": own},
+            best_files=trainer.adapter_files(Path(self.best["path"])),
+        )
+        events.event("checkpoint", step=self.step, path=str(path or self.run_dir / "state"))
 
 
 def train(
-    objective: Objective,
-    split: Split,
-    run: RunConfig,
+    trainer: Trainer,
     run_dir: Path,
-    identity: dict[str, Any],
-    metadata: dict[str, str],
     log: Callable[[str], None] = print,
     progress: TextIO | None = None,
 ) -> TrainResult:
-    """Train `objective` to `run.train.steps`, resuming from `run_dir/state` when it can.
+    """Train to `trainer.run.train.steps`, resuming from `run_dir/state` when it can.
 
-    `log` gets one line per validation; `progress` (default stdout) gets underfit's tqdm bar.
+    `log` gets one line per validation; `progress` (default stdout) gets the progress bar.
     """
-    cfg = run.train
-    progress = progress or sys.stdout
+    cfg, name = trainer.run.train, trainer.run.name
     start_time = time.perf_counter()
-    checkpoints_dir, state_dir = run_dir / "checkpoints", run_dir / "state"
-    checkpoints_dir.mkdir(parents=True, exist_ok=True)
-    params = objective.parameters()
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr)  # torch's defaults otherwise
-    sampler = Sampler(split.train, cfg.batch_size, cfg.latent_crop_length, cfg.seed)
-    validation = Validation(split.validation, cfg.latent_crop_length, cfg.seed, run.trigger)
-    generator = torch.Generator().manual_seed(cfg.seed)
-    prompt_rng = random.Random(cfg.seed)
-    note = (
-        "validation on training items: fewer than 5 items, none held out"
-        if split.on_training_items
-        else f"validation on {len(split.validation)} held-out item(s)"
-    )
-
-    saved = latest_state(state_dir, cfg.steps)
+    run = _Run(trainer, run_dir)
+    saved = latest_state(run_dir / "state", cfg.steps)
     if saved is not None:
-        state = load_state(saved, identity)
-        restore(state, params, optimizer)
-        generator.set_state(state.train_rng)
-        sampler.load_state_dict(state.sampler, state.sampler_rng)
-        prompt_rng.setstate(state.prompt_rng)
-        step, history, best, checkpoints = state.step, state.history, state.best, state.checkpoints
-        log(f"resuming {run.name} from step {step} ({saved})")
+        _resume(run, saved)
+        log(f"resuming {name} from step {run.step} ({saved})")
     else:
-        step, history, checkpoints = 0, [], []
-        base = validation.loss(objective.loss)
-        history.append({"step": 0, "loss": base})
-        best = {"step": 0, "loss": base, "path": ""}
-        log(f"{run.name}: base model validation loss {base:.6f} ({note})")
-        best["path"] = str(_save_best(objective, checkpoints_dir, 0, 0, best, metadata))
-        objective.render_samples(run_dir / "samples", 0)
-    resumed_from = step if saved is not None else None
+        base = run.measure(log)
+        log(f"{name}: base model validation loss {base:.6f} ({trainer.validation_note})")
+    resumed_from = run.step if saved is not None else None
 
-    history_files = History(run_dir, step)
+    events = History(run_dir, run.step)
+    cap = MemoryCap(cfg.cap, trainer.device)  # ends the run past it
     trained, train_seconds, stopped = 0, 0.0, ""
-    cap = MemoryCap(cfg.cap, str(getattr(objective, "device", "cpu")))  # ends the run past it
-    pbar = _bar(step, sampler.epoch, progress)
+    bar = _bar(run.step, run.epoch, progress or sys.stdout)
     try:
-        while step < cfg.steps:
+        while run.step < cfg.steps:
             tick = time.perf_counter()
-            epoch_before = sampler.epoch
-            batch = sampler.next_batch()
-            if sampler.epoch != epoch_before:
-                pbar.close()
-                pbar = _bar(step, sampler.epoch, progress)
-            n = batch.latents.shape[0]
-            prompts = [
-                training_prompt(list(p), prompt_rng, run.trigger, cfg.trigger_probability)
-                for p in batch.pieces
-            ]
-            t = timesteps.sample(cfg.timestep_sampler, n, generator)
-            t = objective.shift_timesteps(t, cfg.latent_crop_length)
-            noise = torch.randn(batch.latents.shape, generator=generator)
-            drop = torch.rand(n, generator=generator, dtype=torch.float64) < cfg.cfg_dropout
-
-            loss = objective.loss(batch, prompts, t, noise, drop).mean()
-            if not torch.isfinite(loss):
-                kept = checkpoints[-1] if checkpoints else "none (no checkpoint yet)"
+            report = trainer.step()
+            if not math.isfinite(report.loss):
                 raise TrainingError(
-                    f"{run.name}: loss is {loss.item()} at step {step + 1}; training stopped. "
-                    f"Last good checkpoint: {kept}"
+                    f"{name}: loss is {report.loss} at step {run.step + 1}; training stopped. "
+                    f"Best adapter kept: {run.best['path']} (step {run.best['step']})"
                 )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            grad_norm, magnitude = _norms(params)  # post-clip grads, pre-update params
-            optimizer.step()
-            step += 1
+            if report.epoch != run.epoch:
+                bar.close()
+                bar = _bar(run.step, report.epoch, progress or sys.stdout)
+            run.step, run.epoch = run.step + 1, report.epoch
             trained += 1
             train_seconds += time.perf_counter() - tick
-
-            value = loss.item()
-            lr = optimizer.param_groups[0]["lr"]
-            pbar.set_postfix(
-                {
-                    "train/loss": f"{value:.6f}",
-                    "train/lr": f"{lr:.3e}",
-                    "train/grad_norm": f"{grad_norm:.6f}",
-                    "train/lora_magnitude": f"{magnitude:.6f}",
-                }
-            )
-            pbar.set_description(f"Step {step}, Epoch {sampler.epoch}")
-            pbar.update(1)
-            t_mean = t.float().mean().item()
-            history_files.step(step, t_mean, value, lr=lr, grad_norm=grad_norm,
-                               lora_magnitude=magnitude)  # fmt: skip
+            bar.set_postfix({f"train/{k}": _shown(k, v) for k, v in _postfix(report).items()})
+            bar.set_description(f"Step {run.step}, Epoch {run.epoch}")
+            bar.update(1)
+            events.step(run.step, report.t, report.loss, **report.fields)
             over = cap.passed()
-
-            if step % cfg.eval_every == 0 or step == cfg.steps or over:
-                measured = validation.loss(objective.loss)
-                history.append({"step": step, "loss": measured})
-                history_files.event("validation", step=step, loss=measured)
-                log(f"{run.name}: step {step} validation loss {measured:.6f}")
-                objective.render_samples(run_dir / "samples", step)
-                if measured < best["loss"]:
-                    Path(best["path"]).unlink(missing_ok=True)
-                    best = {"step": step, "loss": measured, "path": ""}
-                    path = _save_best(
-                        objective, checkpoints_dir, step, sampler.epoch, best, metadata
-                    )
-                    best["path"] = str(path)
-            if step % cfg.checkpoint_every == 0 or step == cfg.steps or over:
-                path = objective.save(checkpoints_dir, step, sampler.epoch, metadata)
-                checkpoints.append(str(path))
-                history_files.event("checkpoint", step=step, path=str(path))
-                save_state(
-                    state_dir,
-                    RunState(
-                        step=step,
-                        params=[p.detach().float() for p in params],
-                        optimizer=optimizer.state_dict(),
-                        train_rng=generator.get_state(),
-                        sampler_rng=sampler.generator.get_state(),
-                        sampler=sampler.state_dict(),
-                        prompt_rng=prompt_rng.getstate(),
-                        history=history,
-                        best=best,
-                        checkpoints=checkpoints,
-                        identity=identity,
-                    ),
-                )
-                history_files.flush()
+            if run.step % cfg.eval_every == 0 or run.step == cfg.steps or over:
+                measured = run.measure(log)
+                events.event("validation", step=run.step, loss=measured)
+                log(f"{name}: step {run.step} validation loss {measured:.6f}")
+            if run.step % cfg.checkpoint_every == 0 or run.step == cfg.steps or over:
+                run.checkpoint(events)
             if over:
-                stopped = f"stopped at step {step} of {cfg.steps}: {over} (train.cap)"
-                log(f"{run.name}: {stopped}; checkpoint and state kept")
+                stopped = f"stopped at step {run.step} of {cfg.steps}: {over} (train.cap)"
+                log(f"{name}: {stopped}; adapter files and state kept")
+                events.event("stopped", step=run.step, reason=over)
                 break
     finally:
-        pbar.close()
-        history_files.close()
+        bar.close()
+        events.close()
 
+    last_path = _last(run, saved)
     return TrainResult(
-        steps=step,
+        steps=run.step,
         steps_trained=trained,
         steps_per_second=trained / train_seconds if train_seconds else 0.0,
-        base_loss=history[0]["loss"],
-        best_loss=best["loss"],
-        best_step=best["step"],
-        best_path=best["path"],
-        last_path=checkpoints[-1] if checkpoints else "",
-        checkpoints=checkpoints,
-        history=history,
-        validation_note=note,
+        base_loss=run.history[0]["loss"],
+        best_loss=run.best["loss"],
+        best_step=run.best["step"],
+        best_path=run.best["path"],
+        last_path=str(last_path),
+        checkpoints=run.checkpoints,
+        history=run.history,
+        validation_note=trainer.validation_note,
         resumed_from=resumed_from,
         seconds=time.perf_counter() - start_time,
         extra={"stopped": stopped} if stopped else {},
     )
 
 
-def _save_best(objective, folder: Path, step: int, epoch: int, best: dict, metadata) -> Path:
-    """underfit's best-checkpoint name, `{run}-best-step={step}.safetensors`."""
-    name = f"{objective.run.name}-best-step={step}.safetensors"
-    info = {**metadata, "validation_loss": f"{best['loss']:.8g}"}
-    return objective.save(folder, step, epoch, info, name=name)
+def _resume(run: _Run, saved: Path) -> None:
+    tensors, document = load_state(saved, run.trainer.identity)
+    run.trainer.load_state(tensors, document["trainer"])
+    run.step, run.history = document["step"], document["history"]
+    run.best, run.checkpoints = document["best"], document["checkpoints"]
+    run.epoch = document["trainer"].get("epoch", 0)
+    # A best adapter deleted since: written again from the state's copy of its files.
+    for path in run.trainer.adapter_files(Path(run.best["path"])):
+        copy = best_copy(saved, path.name)
+        if not path.exists() and copy is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(copy, path)
 
 
-def _norms(params: list[torch.nn.Parameter]) -> tuple[float, float]:
-    """One global L2 over the adapter gradients and one over the adapter parameters."""
-    grads = [p.grad.detach().float().norm() for p in params if p.grad is not None]
-    grad = torch.linalg.vector_norm(torch.stack(grads)).item() if grads else 0.0
-    magnitude = torch.linalg.vector_norm(torch.stack([p.detach().float().norm() for p in params]))
-    return grad, magnitude.item()
+def _last(run: _Run, saved: Path | None) -> Path:
+    """The last step's adapter: the final checkpoint where the family writes them; else the
+    best where the last step is the best, or `names.last` written now."""
+    trainer, step = run.trainer, run.step
+    final = trainer.names.checkpoint(step, run.epoch)
+    if final is not None:
+        if not final.exists():  # deleted since its state was saved: the state is this step's
+            trainer.write_adapter(final, step, run.epoch, None)
+        return final
+    last = trainer.names.last(step)
+    if run.best["step"] == step:  # one file; no stale `.last` of a shorter run beside it
+        trainer.remove_adapter(last)
+        return Path(run.best["path"])
+    if saved is None or not last.exists() or run.step != _saved_step(saved):
+        trainer.write_adapter(last, step, run.epoch, run.history[-1]["loss"])
+    return last
+
+
+def _saved_step(saved: Path) -> int:
+    return int(saved.name.split("=", 1)[1])
+
+
+def _postfix(report) -> dict[str, float]:
+    return {"loss": report.loss, **report.fields}
+
+
+def _shown(key: str, value: float) -> str:
+    return f"{value:.3e}" if key == "lr" else f"{value:.6f}"
 
 
 def _bar(step: int, epoch: int, stream: TextIO) -> tqdm:

@@ -18,8 +18,8 @@ import pandas as pd
 
 import tunesmith
 from tunesmith.backends.placement import Placement
-from tunesmith.families.checkpoint import model_fingerprint
 from tunesmith.store import content_key
+from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.train.config import RunConfig
 
 STAGE_VERSION = 1

@@ -1,16 +1,22 @@
-"""The full state of a run, to resume it exactly: adapter, optimizer, random states, data
-order, step, validation history. Tensors go to `state.safetensors`, the rest to
-`state.json` (no pickle anywhere). Written whole into a temporary folder and renamed.
+"""The full state of a run, to resume it exactly, in `<run>/state/step=<step>/`.
+
+Tensors (the adapter, the optimizer's moments, random generator states) go to
+`state.safetensors`, everything else to `state.json`; no pickle anywhere. A state is written
+whole into a temporary folder, under the writer's lock, and renamed; the two newest are kept.
+Beside them the state keeps a copy of the best adapter's files as written, so a deleted
+output can be written again without training.
 
 Resuming checks that the state belongs to the same base model and adapter: a state of
 another base model, adapter type, rank, alpha or target set is refused, saying which.
+
+The helpers at the end turn a torch optimizer's and a generator's state into tensors and
+JSON and back, for the torch trainers.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,66 +27,39 @@ from tunesmith.store.atomic import disk_space, writer_lock
 from tunesmith.store.tensors import safetensors_bytes
 
 IDENTITY_KEYS = ("base_model", "adapter_type", "rank", "alpha", "targets")
+KEEP = 2  # states kept: the newest and the one before, in case the newest is damaged
+BEST = "best"  # the folder of the best adapter's files inside a state
 
 
 class ResumeError(ValueError):
     """A saved state that cannot continue this run."""
 
 
-@dataclass
-class RunState:
-    step: int
-    params: list[torch.Tensor]
-    optimizer: dict[str, Any]  # torch.optim state_dict
-    train_rng: torch.Tensor
-    sampler_rng: torch.Tensor
-    sampler: dict[str, Any]
-    prompt_rng: tuple
-    history: list[dict[str, Any]] = field(default_factory=list)  # validation measurements
-    best: dict[str, Any] = field(default_factory=dict)  # step, loss, path
-    checkpoints: list[str] = field(default_factory=list)
-    identity: dict[str, Any] = field(default_factory=dict)
-
-
-def save_state(folder: Path, state: RunState) -> Path:
-    """Write `state` as `folder/step=<step>/`; keeps the two newest states."""
-    final = folder / f"step={state.step}"
-    tmp = folder / f".tmp-step={state.step}"
+def save_state(
+    folder: Path,
+    step: int,
+    tensors: dict[str, torch.Tensor],
+    document: dict[str, Any],
+    best_files: list[Path] = (),
+) -> Path:
+    """Write a state as `folder/step=<step>/` (with copies of `best_files`)."""
+    final = folder / f"step={step}"
+    tmp = folder / f".tmp-step={step}"
     shutil.rmtree(tmp, ignore_errors=True)
-    with disk_space(tmp, f"the training state at step {state.step}"):
+    with disk_space(tmp, f"the training state at step {step}"):
         tmp.mkdir(parents=True)
         with writer_lock(tmp):
-            _write(tmp, state)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    for old in sorted(_states(folder))[:-2]:
-        shutil.rmtree(old[1], ignore_errors=True)
+            tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+            (tmp / "state.safetensors").write_bytes(safetensors_bytes(tensors))
+            (tmp / "state.json").write_text(json.dumps(document, indent=1), encoding="utf-8")
+            for path in best_files:
+                (tmp / BEST).mkdir(exist_ok=True)
+                shutil.copyfile(path, tmp / BEST / path.name)
+            shutil.rmtree(final, ignore_errors=True)
+            tmp.rename(final)
+    for _, old in sorted(_states(folder))[:-KEEP]:
+        shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def _write(tmp: Path, state: RunState) -> None:
-    tensors = {f"param.{i}": p.detach().cpu().contiguous() for i, p in enumerate(state.params)}
-    tensors["rng.train"], tensors["rng.sampler"] = state.train_rng, state.sampler_rng
-    scalars = {}
-    for index, entry in state.optimizer["state"].items():
-        for name, value in entry.items():
-            if torch.is_tensor(value):
-                tensors[f"adam.{index}.{name}"] = value.detach().cpu().contiguous()
-            else:
-                scalars[f"{index}.{name}"] = value
-    (tmp / "state.safetensors").write_bytes(safetensors_bytes(tensors))
-    document = {
-        "step": state.step,
-        "param_groups": state.optimizer["param_groups"],
-        "optimizer_scalars": scalars,
-        "sampler": state.sampler,
-        "prompt_rng": _to_json(state.prompt_rng),
-        "history": state.history,
-        "best": state.best,
-        "checkpoints": state.checkpoints,
-        "identity": state.identity,
-    }
-    (tmp / "state.json").write_text(json.dumps(document, indent=1), encoding="utf-8")
 
 
 def latest_state(folder: Path, at_most: int) -> Path | None:
@@ -89,50 +68,23 @@ def latest_state(folder: Path, at_most: int) -> Path | None:
     return max(found)[1] if found else None
 
 
-def load_state(path: Path, identity: dict[str, Any]) -> RunState:
+def load_state(path: Path, identity: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors, document) of a saved state, refused if it belongs to another run."""
     document = json.loads((path / "state.json").read_text(encoding="utf-8"))
-    saved = document["identity"]
+    saved = document.get("identity", {})
     for key in IDENTITY_KEYS:
         if saved.get(key) != identity.get(key):
             raise ResumeError(
                 f"{path}: cannot resume: the saved run has {key} {saved.get(key)!r}, "
                 f"this run has {identity.get(key)!r}"
             )
-    tensors = load_file(path / "state.safetensors")
-    params = [tensors[f"param.{i}"] for i in range(_count(tensors))]
-    optimizer_state: dict[int, dict[str, Any]] = {}
-    for key, value in tensors.items():
-        if key.startswith("adam."):
-            _, index, name = key.split(".", 2)
-            optimizer_state.setdefault(int(index), {})[name] = value
-    for key, value in document["optimizer_scalars"].items():
-        index, name = key.split(".", 1)
-        optimizer_state.setdefault(int(index), {})[name] = value
-    return RunState(
-        step=document["step"],
-        params=params,
-        optimizer={"state": optimizer_state, "param_groups": document["param_groups"]},
-        train_rng=tensors["rng.train"],
-        sampler_rng=tensors["rng.sampler"],
-        sampler=document["sampler"],
-        prompt_rng=_from_json(document["prompt_rng"]),
-        history=document["history"],
-        best=document["best"],
-        checkpoints=document["checkpoints"],
-        identity=saved,
-    )
+    return load_file(path / "state.safetensors"), document
 
 
-def restore(state: RunState, params: list[torch.nn.Parameter], optimizer) -> None:
-    """Put a saved state's adapter values and optimizer state back (torch loops)."""
-    with torch.no_grad():
-        for param, value in zip(params, state.params, strict=True):
-            param.copy_(value)
-    optimizer.load_state_dict(state.optimizer)
-
-
-def _count(tensors: dict[str, torch.Tensor]) -> int:
-    return sum(1 for key in tensors if key.startswith("param."))
+def best_copy(state: Path, name: str) -> Path | None:
+    """The state's copy of one of the best adapter's files, if it has one."""
+    path = state / BEST / name
+    return path if path.exists() else None
 
 
 def _states(folder: Path) -> list[tuple[int, Path]]:
@@ -145,9 +97,54 @@ def _states(folder: Path) -> list[tuple[int, Path]]:
     ]
 
 
-def _to_json(value: Any) -> Any:
-    return [_to_json(v) for v in value] if isinstance(value, tuple | list) else value
+# --- torch pieces of a trainer's state ----------------------------------------------------------
 
 
-def _from_json(value: Any) -> Any:
-    return tuple(_from_json(v) for v in value) if isinstance(value, list) else value
+def optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
+    """A torch optimizer's state dict as tensors (`adam.<param>.<name>`) and JSON."""
+    state = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for index, entry in state["state"].items():
+        for name, value in entry.items():
+            if torch.is_tensor(value):
+                tensors[f"adam.{index}.{name}"] = value
+            else:
+                scalars[f"{index}.{name}"] = value
+    return tensors, {"param_groups": state["param_groups"], "optimizer_scalars": scalars}
+
+
+def load_optimizer_state(
+    optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], document: dict
+) -> None:
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        if key.startswith("adam."):
+            _, index, name = key.split(".", 2)
+            state.setdefault(int(index), {})[name] = value
+    for key, value in document["optimizer_scalars"].items():
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = value
+    optimizer.load_state_dict({"state": state, "param_groups": document["param_groups"]})
+
+
+def params_state(params: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The adapter's values in fp32, `param.<i>` in the trainer's parameter order."""
+    return {f"param.{i}": p.detach().float() for i, p in enumerate(params)}
+
+
+def load_params(params: list[torch.nn.Parameter], tensors: dict[str, torch.Tensor]) -> None:
+    count = sum(1 for key in tensors if key.startswith("param."))
+    if count != len(params):
+        raise ResumeError(f"the saved state has {count} adapter tensors, this run {len(params)}")
+    with torch.no_grad():
+        for i, param in enumerate(params):
+            param.copy_(tensors[f"param.{i}"])
+
+
+def to_json(value: Any) -> Any:
+    """Tuples (Python's random state) as lists, for JSON."""
+    return [to_json(v) for v in value] if isinstance(value, tuple | list) else value
+
+
+def from_json(value: Any) -> Any:
+    return tuple(from_json(v) for v in value) if isinstance(value, list) else value

@@ -19,7 +19,7 @@ from tunesmith.families.ace_step.model import (
     check_checkpoint,
     load_pipeline,
 )
-from tunesmith.families.checkpoint import model_fingerprint
+from tunesmith.store.fingerprints import model_fingerprint
 
 __all__ = [
     "CODE_PARTS",

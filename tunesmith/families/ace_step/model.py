@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tunesmith.families.checkpoint import Part, check_folder, quiet_loading
+from tunesmith.families.base_model import Part, check_folder, quiet_loading
 
 if TYPE_CHECKING:
     from diffusers import AceStepPipeline

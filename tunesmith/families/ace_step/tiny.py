@@ -34,9 +34,9 @@ from pathlib import Path
 
 import torch
 
-from tunesmith.examples.tiny_models import write_tiny
 from tunesmith.families.ace_step.model import SAMPLE_RATE, check_checkpoint
-from tunesmith.families.checkpoint import quiet_loading
+from tunesmith.families.base_model import quiet_loading
+from tunesmith.families.tiny import write_tiny
 
 FORMAT = 1  # bump when the builder changes what it writes for the same config and seed
 

@@ -10,7 +10,6 @@ kohya_names.py  kohya's (Stability's) UNet module names for the kohya file
 sample.py       stage `renders` and the training samples: the pipeline with an adapter
 """
 
-from tunesmith.families.checkpoint import model_fingerprint
 from tunesmith.families.sdxl.model import (
     FAMILY,
     REQUIRED_PARTS,
@@ -21,6 +20,7 @@ from tunesmith.families.sdxl.model import (
     load_pipeline,
     pixels_to_tensor,
 )
+from tunesmith.store.fingerprints import model_fingerprint
 
 __all__ = [
     "FAMILY",

@@ -40,13 +40,13 @@ import torch
 from safetensors.torch import load_file
 
 from tunesmith.backends.placement import Placement
-from tunesmith.families.checkpoint import model_fingerprint
 from tunesmith.families.sdxl import model
 from tunesmith.media import images
 from tunesmith.media.sniff import MediaError, ensure_unchanged
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import Store, canonical_json, content_key
 from tunesmith.store.atomic import json_bytes, write_if_changed
+from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.store.tensors import safetensors_bytes
 
 STAGE_VERSION = 1

@@ -12,7 +12,7 @@ publishes and `StableDiffusionXLPipeline.save_pretrained` writes (a fine-tune sa
     tokenizer_2/         CLIPTokenizer                 tokenizer_config.json + vocab files
     scheduler/           EulerDiscreteScheduler (or another of diffusers' SDXL schedulers)
 
-A user's real checkpoint and the tiny one `tunesmith.examples.tiny_sdxl` makes go through the
+A user's real checkpoint and the tiny one `tunesmith.families.sdxl.tiny` makes go through the
 same `load_pipeline`. Only `.safetensors` weights are ever loaded.
 
 Not handled: single-file checkpoints (one `.safetensors` holding UNet, VAE and both text
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tunesmith.families.checkpoint import PICKLE_SUFFIXES, Part, check_folder, quiet_loading
+from tunesmith.families.base_model import PICKLE_SUFFIXES, Part, check_folder, quiet_loading
 
 if TYPE_CHECKING:
     from diffusers import StableDiffusionXLPipeline

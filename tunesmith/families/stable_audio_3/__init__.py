@@ -4,7 +4,6 @@ model.py     the checkpoint folder: check, load, fingerprint; encode audio and p
 encoded.py   stage `encoded`: underfit's pre-encoded layout (<stem>.npy + <stem>.json)
 """
 
-from tunesmith.families.checkpoint import model_fingerprint
 from tunesmith.families.stable_audio_3.model import (
     FAMILY,
     REQUIRED_PARTS,
@@ -16,6 +15,7 @@ from tunesmith.families.stable_audio_3.model import (
     encoder_details,
     load_pipeline,
 )
+from tunesmith.store.fingerprints import model_fingerprint
 
 __all__ = [
     "FAMILY",

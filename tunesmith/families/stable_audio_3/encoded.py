@@ -30,15 +30,15 @@ import torch
 from safetensors.torch import load_file
 
 from tunesmith.backends.placement import Placement
-from tunesmith.families.checkpoint import model_fingerprint
 from tunesmith.families.stable_audio_3 import model
+from tunesmith.families.stable_audio_3.prompts import full_prompt, prompt_tags
 from tunesmith.media import audio as media_audio
 from tunesmith.media.sniff import MediaError, ensure_unchanged
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import DamagedEntry, Store, canonical_json, content_key
 from tunesmith.store.atomic import json_bytes, write_if_changed
+from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.store.tensors import safetensors_bytes
-from tunesmith.train.prompts import full_prompt, prompt_tags
 
 STAGE_VERSION = 1
 PARAMS = {

@@ -11,7 +11,7 @@ and diffusers' conversion script write:
     duration_embedder/        StableAudio3DurationEmbedder  config.json + *.safetensors
     scheduler/                FlowMatchEulerDiscreteScheduler  scheduler_config.json
 
-A user's real checkpoint and the tiny one `tunesmith.examples.tiny_models` makes go through the
+A user's real checkpoint and the tiny one `tunesmith.families.stable_audio_3.tiny` makes go through the
 same `load_pipeline`. Only `.safetensors` weights are ever loaded; a component whose weights
 are pickles only (`.bin`, `.pt`, `.ckpt`, `.pth`) is refused, not converted.
 
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from tunesmith.families.checkpoint import Part, check_folder, quiet_loading
+from tunesmith.families.base_model import Part, check_folder, quiet_loading
 
 if TYPE_CHECKING:
     from diffusers import StableAudio3Pipeline

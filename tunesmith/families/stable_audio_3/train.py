@@ -23,20 +23,21 @@ import pandas as pd
 import torch
 from torch import nn
 
-from tunesmith.adapters import sa3_names, torch_lora
+from tunesmith.adapters import torch_lora
 from tunesmith.adapters.targets import select_targets
-from tunesmith.adapters.underfit_format import (
+from tunesmith.backends.placement import Placement
+from tunesmith.families.stable_audio_3 import model
+from tunesmith.families.stable_audio_3 import names as sa3_names
+from tunesmith.families.stable_audio_3.data import Batch, load_items, split_holdout
+from tunesmith.families.stable_audio_3.files import (
     AdapterConfig,
     checkpoint_filename,
     read_adapter_file,
     write_adapter_file,
 )
-from tunesmith.backends.placement import Placement
-from tunesmith.families.stable_audio_3 import model
+from tunesmith.families.stable_audio_3.timesteps import FullShift
 from tunesmith.train.config import RunConfig
-from tunesmith.train.data import Batch, load_items, split_holdout
 from tunesmith.train.loop import TrainResult, train
-from tunesmith.train.timesteps import FullShift
 
 # underfit's dashboard default excludes the conditioners and every module outside the
 # transformer layers (embedders, projections, convolutions).
@@ -137,7 +138,7 @@ class Objective:
     def render_samples(self, folder: Path, step: int) -> list[Path]:
         """The run's demos with the adapter as it is now: `<folder>/<demo>-<step>.wav` (kvad's
         samples; at step 0 every adapter is zero, so the first row is the base model's)."""
-        from tunesmith.render.demos import wav_bytes
+        from tunesmith.media.writers import wav_bytes
         from tunesmith.store.atomic import atomic_write_bytes
 
         written = []

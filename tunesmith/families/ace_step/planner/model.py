@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from tunesmith.families.checkpoint import quiet_loading
+from tunesmith.families.base_model import quiet_loading
 
 ARCHITECTURE = "Qwen3ForCausalLM"
 CODE_TOKEN = "<|audio_code_{}|>"

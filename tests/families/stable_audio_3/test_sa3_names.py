@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tunesmith.adapters.sa3_names import (
+from tunesmith.families.stable_audio_3.names import (
     ROW_TENSORS,
     adapter_targets,
     convert_qkv_adapter_tensor,
@@ -15,7 +15,7 @@ from tunesmith.adapters.sa3_names import (
     to_diffusers,
     to_underfit,
 )
-from tunesmith.examples.tiny_models import build_tiny_stable_audio_3
+from tunesmith.families.stable_audio_3.tiny import build_tiny_stable_audio_3
 
 
 @pytest.fixture(scope="module")

@@ -41,22 +41,23 @@ import pandas as pd
 import torch
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
-from tunesmith.adapters import sa3_names, torch_lora
+from tunesmith.adapters import mlx_lora, torch_lora
 from tunesmith.adapters.targets import select_targets
-from tunesmith.backends import mlx_convert, mlx_lora
-from tunesmith.backends.mlx_sa3 import cross_attention_context
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import model
+from tunesmith.families.stable_audio_3 import names as sa3_names
+from tunesmith.families.stable_audio_3.data import Batch, Sampler, Split, load_items, split_holdout
+from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
+from tunesmith.families.stable_audio_3.mlx.model import cross_attention_context
+from tunesmith.families.stable_audio_3.prompts import training_prompt
+from tunesmith.families.stable_audio_3.timesteps import FullShift
 from tunesmith.families.stable_audio_3.train import DEFAULT_INCLUDE, Objective
+from tunesmith.families.stable_audio_3.validation import Validation
 from tunesmith.train import loop, timesteps
 from tunesmith.train.config import RunConfig
-from tunesmith.train.data import Batch, Sampler, Split, load_items, split_holdout
 from tunesmith.train.history import History
 from tunesmith.train.memory import MemoryCap
-from tunesmith.train.prompts import training_prompt
 from tunesmith.train.state import ResumeError, RunState, latest_state, load_state, save_state
-from tunesmith.train.timesteps import FullShift
-from tunesmith.train.validation import Validation
 
 MX_DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 ADAMW_WEIGHT_DECAY = 0.01  # torch.optim.AdamW's default, which the torch loop uses

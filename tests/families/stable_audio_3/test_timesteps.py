@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from tunesmith.train.timesteps import FullShift, sample
+from tunesmith.families.stable_audio_3.timesteps import FullShift, sample
 
 SAMPLERS = ["uniform", "logit_normal", "trunc_logit_normal", "log_snr", "log_snr_uniform"]
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tunesmith.examples.tiny_sdxl import make_tiny_sdxl
+from tunesmith.families.sdxl.tiny import make_tiny_sdxl
 from tunesmith.families.sdxl import load_pipeline
 from tunesmith.families.sdxl.kohya_names import diffusers_module, kohya_stem
 from tunesmith.families.sdxl.train import TARGET_MODULES, SdxlLora

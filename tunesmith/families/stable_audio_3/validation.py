@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import torch
 
-from tunesmith.train.data import Batch, Item, collate, crop
-from tunesmith.train.prompts import full_prompt
+from tunesmith.families.stable_audio_3.data import Batch, Item, collate, crop
+from tunesmith.families.stable_audio_3.prompts import full_prompt
 
 LEVELS = (0.125, 0.375, 0.625, 0.875)
 # Per-sample losses: (batch, prompts, t [B], noise [B, D, L], drop [B] bool) → [B].

@@ -39,7 +39,7 @@ from tunesmith.families.sdxl import files
 from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.sample import DTYPES, render_demo
 from tunesmith.families.sdxl.train import Picture, SdxlLora, ValidationSet, pictures_from_frame
-from tunesmith.render.demos import write_png
+from tunesmith.media.writers import write_png
 from tunesmith.train.config import RunConfig
 from tunesmith.train.history import History
 from tunesmith.train.loop import TrainingError, TrainResult

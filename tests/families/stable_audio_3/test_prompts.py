@@ -1,7 +1,7 @@
 import random
 from collections import Counter
 
-from tunesmith.train.prompts import full_prompt, prompt_tags, training_prompt
+from tunesmith.families.stable_audio_3.prompts import full_prompt, prompt_tags, training_prompt
 
 
 def test_tags_become_key_value_pieces_in_display_order():

@@ -27,17 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 import torch
 
-from tunesmith.families.checkpoint import quiet_loading
-from tunesmith.families.stable_audio_3 import check_checkpoint
+from tunesmith.families.stable_audio_3.model import check_checkpoint
+from tunesmith.families.tiny import write_tiny
 
-MARKER = ".tunesmith-tiny-model.json"  # hidden: model_fingerprint skips it
 FORMAT = 2  # bump when the builder changes what it writes for the same config and seed
 
 # One width is shared by the T5Gemma hidden size, the DiT's cond_token_dim and global_cond_dim,
@@ -113,37 +109,6 @@ def make_tiny_stable_audio_3(folder: Path, seed: int = 0) -> Path:
         lambda pipe: _marker(pipe, seed, _config_hash(seed)),
         check_checkpoint,
     )
-
-
-def write_tiny(folder: Path, config_hash: str, build, marker, check) -> Path:
-    """Write the pipeline `build()` makes to `folder`, with `marker(pipe)` as its marker.
-
-    Idempotent: a folder already holding a complete checkpoint (`check` passes) with the same
-    config hash is left as it is. The checkpoint is written to a temporary sibling folder and
-    renamed into place, so an interrupted run leaves no half-written `folder`. A `folder` that
-    exists and is neither empty nor a tiny model made here is refused (FileExistsError).
-    """
-    if _is_complete(folder, config_hash, check):
-        return folder
-    if folder.exists() and any(folder.iterdir()) and not (folder / MARKER).is_file():
-        raise FileExistsError(
-            f"{folder} exists and is not a tiny model made by tunesmith (no {MARKER}); "
-            "refusing to replace it. Choose an empty or new folder."
-        )
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    # Path.mkdir (not mkdtemp, which makes it 0700) so the folder gets the usual permissions.
-    tmp = folder.parent / f".tmp-{folder.name}-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
-    try:
-        pipe = build()
-        with quiet_loading():  # no "Writing model shards" progress bars
-            pipe.save_pretrained(tmp, safe_serialization=True)
-        text = json.dumps(marker(pipe), indent=2, sort_keys=True)
-        (tmp / MARKER).write_text(text + "\n", encoding="utf-8")  # written last
-        _move_into_place(tmp, folder, config_hash, check)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
 
 
 def build_tiny_stable_audio_3(seed: int = 0):
@@ -267,29 +232,3 @@ def _marker(pipe, seed: int, config_hash: str) -> dict:
             "transformers": transformers.__version__,
         },
     }
-
-
-def _is_complete(folder: Path, config_hash: str, check) -> bool:
-    try:
-        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-        check(folder)
-    except (OSError, ValueError):  # no marker, bad JSON, or an incomplete checkpoint
-        return False
-    return isinstance(marker, dict) and marker.get("config_hash") == config_hash
-
-
-def _move_into_place(tmp: Path, folder: Path, config_hash: str, check) -> None:
-    """Rename `tmp` to `folder`, replacing an empty folder or an older tiny model."""
-    old = None
-    if folder.exists() and any(folder.iterdir()):
-        old = folder.parent / f".tmp-old-{folder.name}-{uuid.uuid4().hex[:12]}"
-        os.replace(folder, old)
-    try:
-        os.replace(tmp, folder)  # rename(2): atomic, and replaces an empty folder
-    except OSError:
-        # Another process put a checkpoint there meanwhile; keep it if it is the same one.
-        if not _is_complete(folder, config_hash, check):
-            raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)

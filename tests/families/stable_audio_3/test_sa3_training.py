@@ -10,11 +10,11 @@ import torch
 from diffusers.models.transformers import transformer_stable_audio3 as sa3_dit
 
 from tunesmith.adapters import torch_lora
-from tunesmith.adapters.underfit_format import validate_file
+from tunesmith.families.stable_audio_3.files import validate_file
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3.train import Objective, read_adapter
 from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
-from tunesmith.train.data import Item, Sampler, crop, split_holdout
+from tunesmith.families.stable_audio_3.data import Item, Sampler, crop, split_holdout
 from tunesmith.train.loop import TrainingError, train
 from tunesmith.train.state import ResumeError
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tunesmith.examples.tiny_models import MARKER
-from tunesmith.examples.tiny_sdxl import make_tiny_sdxl
+from tunesmith.families.tiny import MARKER
+from tunesmith.families.sdxl.tiny import make_tiny_sdxl
 from tunesmith.families.sdxl import (
     check_checkpoint,
     encode_captions,

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import torch
 
-from tunesmith.examples.tiny_models import write_tiny
 from tunesmith.families.sdxl.model import check_checkpoint
+from tunesmith.families.tiny import write_tiny
 
 FORMAT = 1  # bump when the builder changes what it writes for the same config and seed
 

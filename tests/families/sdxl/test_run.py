@@ -19,7 +19,7 @@ from tunesmith.examples.rings import make_rings
 from tunesmith.families.sdxl import encoded as stage
 from tunesmith.families.sdxl import files
 from tunesmith.families.sdxl.model import load_pipeline
-from tunesmith.families.sdxl.run import split_holdout, train_run
+from tunesmith.families.sdxl.trainer import split_holdout, train_run
 from tunesmith.families.sdxl.sample import render_demo
 from tunesmith.store import Store
 from tunesmith.train.config import resolve_run

@@ -1,4 +1,4 @@
-"""diffusers' Stable Audio 3 weights → the MLX modules of `tunesmith.backends.mlx_sa3`.
+"""diffusers' Stable Audio 3 weights → the MLX modules of `tunesmith.families.stable_audio_3.mlx.model`.
 
 Every diffusers key is listed in an explicit table (`dit_key_map`, `duration_embedder_key_map`)
 with its MLX key and its layout change; nothing is matched by pattern at load time. The
@@ -26,7 +26,7 @@ import mlx.core as mx
 import torch
 from mlx.utils import tree_flatten
 
-from tunesmith.backends.mlx_sa3 import DurationEmbedder, StableAudio3DiT
+from tunesmith.families.stable_audio_3.mlx.model import DurationEmbedder, StableAudio3DiT
 
 # The constructor arguments, read from each diffusers module's config.json.
 DIT_CONFIG_FIELDS = (

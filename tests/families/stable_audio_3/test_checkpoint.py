@@ -20,7 +20,7 @@ from diffusers import (
 from safetensors.torch import save_file
 from transformers import AutoTokenizer, GemmaTokenizer, T5GemmaEncoderModel
 
-from tunesmith.examples.tiny_models import (
+from tunesmith.families.stable_audio_3.tiny import (
     MARKER,
     TINY_SA3_DOWNSAMPLING_RATIO,
     make_tiny_stable_audio_3,

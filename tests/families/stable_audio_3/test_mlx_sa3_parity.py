@@ -20,10 +20,10 @@ import pytest
 import torch
 from mlx.utils import tree_flatten
 
-from tunesmith.backends import mlx_convert
-from tunesmith.backends.mlx_convert import KeyMapError
-from tunesmith.backends.mlx_sa3 import cross_attention_context
-from tunesmith.examples.tiny_models import build_tiny_stable_audio_3
+from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
+from tunesmith.families.stable_audio_3.mlx.convert import KeyMapError
+from tunesmith.families.stable_audio_3.mlx.model import cross_attention_context
+from tunesmith.families.stable_audio_3.tiny import build_tiny_stable_audio_3
 from tunesmith.families.stable_audio_3 import model as sa3
 
 MIN_PSNR_DB = 70.0

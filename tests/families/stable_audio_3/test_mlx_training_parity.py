@@ -20,11 +20,12 @@ import pytest
 import torch
 
 from tunesmith.adapters import torch_lora
-from tunesmith.backends import mlx_convert, mlx_lora, mlx_train
+from tunesmith.adapters import mlx_lora
+from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert, mlx_train
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3.train import Objective, read_adapter
 from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
-from tunesmith.train.data import Batch
+from tunesmith.families.stable_audio_3.data import Batch
 
 MIN_GRAD_COSINE = 0.9999
 MIN_OUTPUT_PSNR_DB = 70.0
@@ -99,7 +100,7 @@ def draws(seed: int, channels: int):
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
-    from tunesmith.examples.tiny_models import make_tiny_stable_audio_3
+    from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 
     return make_tiny_stable_audio_3(tmp_path_factory.mktemp("models") / "tiny-sa3", seed=0)
 
@@ -198,7 +199,7 @@ def test_a_materialization_on_mlx_writes_a_valid_checkpoint_and_says_mlx(
 
     from tests.conftest import materialize
     from tests.pipelines.test_encoded import make_dataset
-    from tunesmith.adapters.underfit_format import validate_file
+    from tunesmith.families.stable_audio_3.files import validate_file
 
     # One value for every stage: training takes MLX; `encoded` (torch only) says it could not.
     monkeypatch.setenv("TUNESMITH_BACKEND", "mlx")
