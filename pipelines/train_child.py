@@ -15,9 +15,10 @@ from dagster_pipes import open_dagster_pipes
 
 from tunesmith.backends.placement import Placement
 from tunesmith.store.atomic import DiskFull, atomic_write_json
+from tunesmith.train import loop
 from tunesmith.train.config import ConfigError, resolve_run
-from tunesmith.train.loop import TrainingError
 from tunesmith.train.state import ResumeError
+from tunesmith.train.trainer import TrainingError
 
 # Stops a person can act on: their one-line message is handed to the asset (error.json).
 EXPECTED = (DiskFull, TrainingError, ResumeError, ConfigError, MemoryError)
@@ -40,21 +41,13 @@ def train(pipes, extras: dict) -> None:
     run = resolve_run(extras["run"], Path(extras["config_source"]), 0)
     placement = Placement(**extras["placement"], reason="chosen by the asset")
     items = pd.DataFrame(extras["items"])
-    train_run = _trainer(run.family, placement.backend)
     run_dir = Path(extras["run_dir"])
     run_dir.mkdir(parents=True, exist_ok=True)
+    make = _trainer(run.family, placement.backend)
+    trainer = make(run, Path(extras["checkpoint"]), items, run_dir, placement, extras["metadata"])
     # underfit's progress bar goes to train.log; validation lines go to the Dagster run.
     with open(run_dir / "train.log", "a", encoding="utf-8") as progress:
-        result = train_run(
-            run,
-            Path(extras["checkpoint"]),
-            items,
-            run_dir,
-            placement,
-            extras["metadata"],
-            log=pipes.log.info,
-            progress=progress,
-        )
+        result = loop.train(trainer, run_dir, log=pipes.log.info, progress=progress)
     document = {**result.as_dict(), "placement": str(placement), "family": run.family}
     atomic_write_json(Path(extras["result_path"]), document)
     pipes.log.info(
@@ -64,19 +57,19 @@ def train(pipes, extras: dict) -> None:
 
 
 def _trainer(family: str, backend: str = "torch"):
-    """The family's `train_run` for the placement's backend (the same files and result)."""
+    """The family's trainer for the placement's backend (the same files and result)."""
     if family == "stable-audio-3" and backend == "mlx":
-        from tunesmith.families.stable_audio_3.mlx.trainer import train_run
+        from tunesmith.families.stable_audio_3.mlx.trainer import MlxTrainer
 
-        return train_run
+        return MlxTrainer
     if family == "stable-audio-3" and backend == "torch":
-        from tunesmith.families.stable_audio_3.train import train_run
+        from tunesmith.families.stable_audio_3.train import TorchTrainer
 
-        return train_run
+        return TorchTrainer
     if family == "sdxl" and backend == "torch":
-        from tunesmith.families.sdxl.trainer import train_run
+        from tunesmith.families.sdxl.trainer import SdxlTrainer
 
-        return train_run
+        return SdxlTrainer
     raise ValueError(f"the {family} family has no {backend} trainer yet")
 
 

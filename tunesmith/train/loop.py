@@ -141,7 +141,7 @@ def train(
         bar.close()
         events.close()
 
-    last_path = _last(run, saved)
+    last_path = _last(run)
     return TrainResult(
         steps=run.step,
         steps_trained=trained,
@@ -174,26 +174,20 @@ def _resume(run: _Run, saved: Path) -> None:
             shutil.copyfile(copy, path)
 
 
-def _last(run: _Run, saved: Path | None) -> Path:
+def _last(run: _Run) -> Path:
     """The last step's adapter: the final checkpoint where the family writes them; else the
     best where the last step is the best, or `names.last` written now."""
-    trainer, step = run.trainer, run.step
-    final = trainer.names.checkpoint(step, run.epoch)
+    trainer, step, epoch = run.trainer, run.step, run.epoch
+    final = trainer.names.checkpoint(step, epoch)
     if final is not None:
         if not final.exists():  # deleted since its state was saved: the state is this step's
-            trainer.write_adapter(final, step, run.epoch, None)
+            trainer.write_adapter(final, step, epoch, None)
         return final
-    last = trainer.names.last(step)
+    last = trainer.names.last(step, epoch)
     if run.best["step"] == step:  # one file; no stale `.last` of a shorter run beside it
         trainer.remove_adapter(last)
         return Path(run.best["path"])
-    if saved is None or not last.exists() or run.step != _saved_step(saved):
-        trainer.write_adapter(last, step, run.epoch, run.history[-1]["loss"])
-    return last
-
-
-def _saved_step(saved: Path) -> int:
-    return int(saved.name.split("=", 1)[1])
+    return trainer.write_adapter(last, step, epoch, run.history[-1]["loss"])
 
 
 def _postfix(report) -> dict[str, float]:

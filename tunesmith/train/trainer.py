@@ -41,7 +41,7 @@ class AdapterNames(Protocol):
 
     def checkpoint(self, step: int, epoch: int) -> Path | None: ...  # None: no periodic files
 
-    def last(self, step: int) -> Path: ...  # the last step's, where it is not the best
+    def last(self, step: int, epoch: int) -> Path: ...  # the last step's, where not the best
 
 
 class Trainer(Protocol):
@@ -62,6 +62,9 @@ class Trainer(Protocol):
 
     def write_adapter(self, path: Path, step: int, epoch: int, loss: float | None) -> Path:
         """Write the adapter in the family's format (`loss`: its validation loss, if known)."""
+
+    def adapter_files(self, path: Path) -> list[Path]:
+        """The files `write_adapter(path, ...)` writes: the file and any twin beside it."""
 
     def remove_adapter(self, path: Path) -> None:
         """Remove an adapter file written by `write_adapter` (with any twin it writes)."""

@@ -1,50 +1,36 @@
-"""Training one SDXL run, top to bottom: the loop around `SdxlLora` (train.py).
+"""Training one SDXL run: `SdxlLora` (train.py) as a `Trainer` of the one loop.
 
 Per step: the next pictures of a shuffled pass over the training pictures (a new order each
 epoch, as kohya's and diffusers' data loaders draw), a level `t`, the posterior draw ε₁ and
-the noise ε from the training generator, backward, optional clipping, AdamW at a constant lr,
-then the memory cap. Validation on the held-out pictures at levels 125/375/625/875 with fixed
-noise before the first step (the base model: every B is zero) and every `eval_every` steps and
-at the end, each followed by the run's demos rendered into `samples/<demo>-<step>.png` by the
-renders stage's own `render_demo`, so row 0 is the base model's picture. The adapter with the
-lowest validation loss is `NAME.safetensors` (and its kohya twin), the last step's
-`NAME.last.safetensors` where it differs. The full state (adapter, AdamW, both generators, the
-pass order) is saved every `checkpoint_every` steps and at the end: asking an unchanged run for
-more steps resumes it, bit for bit on the CPU.
+the noise ε from the training generator, backward, optional clipping, AdamW at a constant lr.
+The validation loss is measured on the held-out pictures at levels 125/375/625/875 with fixed
+noise; the demos are drawn into `samples/<demo>-<step>.png` by the renders stage's own
+`render_demo`, so row 0 is the base model's picture. The adapter with the lowest validation
+loss is `NAME.safetensors` (and its kohya twin), the last step's `NAME.last.safetensors` where
+it differs (`PeftNames`); the cadence is the loop's (`tunesmith.train.loop`).
 
 Three random sources, all seeded from the run's seed and saved with the state: the order
 generator (the passes), the training generator (t, ε₁, ε) and the adapters' initial A (drawn
-once, then part of the state). Validation and samples draw from none of them.
-
-Of the shared train settings the SDXL run does not use the Stable Audio ones
-(`timestep_sampler`, `cfg_dropout`, `latent_crop_length`, `trigger_probability`); setting one
-for an `sdxl` run is a config error, not a silent no-op. Captions are used as written.
+once, then part of the state). Validation and samples draw from none of them. Captions are
+used as written.
 """
 
 from __future__ import annotations
 
 import math
-import sys
-import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-import pandas as pd
 import torch
-from tqdm import tqdm
 
-from tunesmith.backends.placement import Placement
 from tunesmith.families.sdxl import files
 from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.sample import DTYPES, render_demo
 from tunesmith.families.sdxl.train import Picture, SdxlLora, ValidationSet, pictures_from_frame
 from tunesmith.media.writers import write_png
-from tunesmith.train.config import RunConfig
-from tunesmith.train.history import History
-from tunesmith.train.loop import TrainingError, TrainResult
-from tunesmith.train.memory import MemoryCap
-from tunesmith.train.state import RunState, latest_state, load_state, restore, save_state
+from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
+from tunesmith.train.trainer import StepReport
 
 
 def split_holdout(pictures: list[Picture], holdout: int | None = None):
@@ -106,148 +92,89 @@ def train_step(
     return loss, t
 
 
-def train_run(
-    run: RunConfig,
-    checkpoint: Path,
-    encoded: pd.DataFrame,
-    run_dir: Path,
-    placement: Placement,
-    metadata: dict[str, str],
-    log: Callable[[str], None] = print,
-    progress: TextIO | None = None,
-) -> TrainResult:
-    """Train `run` on the pictures of `encoded` (this base model's rows) into `run_dir`."""
-    cfg, start_time = run.train, time.perf_counter()
-    train, held, note = split_holdout(pictures_from_frame(encoded), cfg.holdout)
-    pipe = load_pipeline(checkpoint, DTYPES[placement.dtype], placement.device)
-    lora = SdxlLora(
-        pipe.unet,
-        pipe.scheduler,
-        pipe.vae.config.scaling_factor,
-        run.adapter.rank,
-        run.adapter.scale_alpha,
-        cfg.seed,
-    )
-    validation = ValidationSet.make(held, seed=cfg.seed + 1)
-    params = lora.parameters()
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr)  # torch's defaults otherwise, as kvad
-    order = PassOrder(len(train), cfg.batch_size, cfg.seed)
-    generator = torch.Generator().manual_seed(cfg.seed)
-    cap = MemoryCap(cfg.cap, placement.device)
-    identity = {
-        "base_model": metadata.get("tunesmith.base_model_fingerprint", str(checkpoint)),
-        "adapter_type": "lora",
-        "rank": lora.rank,
-        "alpha": lora.alpha,
-        "targets": list(lora.named_factors()),
-    }
-    best_file = run_dir / f"{run.name}.safetensors"
-    last_file = run_dir / f"{run.name}.last.safetensors"
-    state_dir, samples = run_dir / "state", run_dir / "samples"
+@dataclass(frozen=True)
+class PeftNames:
+    """`NAME.safetensors` (+ its kohya twin) is the best adapter; `NAME.last.safetensors`
+    the last step's where it differs; no periodic files (the state is saved instead)."""
 
-    def write(path: Path, step: int, loss: float | None) -> Path:
-        meta = {**metadata, "tunesmith.step": str(step)}
+    folder: Path
+    run: str
+
+    def best(self, step: int) -> Path:
+        return self.folder / f"{self.run}.safetensors"
+
+    def checkpoint(self, step: int, epoch: int) -> None:
+        return None
+
+    def last(self, step: int, epoch: int) -> Path:
+        return self.folder / f"{self.run}.last.safetensors"
+
+
+class SdxlTrainer:
+    """One SDXL run on PyTorch: `SdxlLora` on the base model's UNet, AdamW at a constant lr."""
+
+    def __init__(self, run, base_model: Path, encoded, run_dir: Path, placement, metadata) -> None:
+        cfg = run.train
+        self.run, self.metadata, self.size = run, metadata, cfg.size
+        train, held, self.validation_note = split_holdout(pictures_from_frame(encoded), cfg.holdout)
+        self.pipe = load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
+        self.lora = SdxlLora(self.pipe.unet, self.pipe.scheduler,
+                             self.pipe.vae.config.scaling_factor, run.adapter.rank,
+                             run.adapter.scale_alpha, cfg.seed)  # fmt: skip
+        self.train, self.validation = train, ValidationSet.make(held, seed=cfg.seed + 1)
+        self.params = self.lora.parameters()
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr)  # torch's defaults, as kvad
+        self.order = PassOrder(len(train), cfg.batch_size, cfg.seed)
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.device = placement.device
+        self.names = PeftNames(run_dir, run.name)
+        self.identity = {
+            "base_model": metadata.get("tunesmith.base_model_fingerprint", str(base_model)),
+            "adapter_type": "lora",
+            "rank": self.lora.rank,
+            "alpha": self.lora.alpha,
+            "targets": list(self.lora.named_factors()),
+        }
+
+    def step(self) -> StepReport:
+        pictures = [self.train[i] for i in self.order.next_batch()]
+        loss, t = train_step(self.lora, self.optimizer, pictures, self.generator,
+                             self.run.train.grad_clip)  # fmt: skip
+        return StepReport(loss, t.float().mean().item(), self.order.epoch,
+                          {"lr": self.run.train.lr})  # fmt: skip
+
+    def validation_loss(self) -> float:
+        return self.lora.validation_loss(self.validation)
+
+    def render_samples(self, folder: Path, step: int) -> None:
+        for index, demo in enumerate(self.run.demos):
+            folder.mkdir(parents=True, exist_ok=True)
+            write_png(render_demo(self.pipe, demo, self.size), folder / f"{index}-{step}.png")
+
+    def write_adapter(self, path: Path, step: int, epoch: int, loss: float | None) -> Path:
+        meta = {**self.metadata, "tunesmith.step": str(step)}
         if loss is not None:
             meta["validation_loss"] = f"{loss:.8g}"
-        files.save_kohya(lora, files.kohya_path(path), meta, run.name, step, cfg.size)
-        return files.save_peft(lora, path, meta)
+        files.save_kohya(self.lora, files.kohya_path(path), meta, self.run.name, step, self.size)
+        return files.save_peft(self.lora, path, meta)
 
-    def measure(step: int) -> float:
-        value = lora.validation_loss(validation)
-        for index, demo in enumerate(run.demos):
-            write_png(render_demo(pipe, demo, cfg.size), _mkdir(samples) / f"{index}-{step}.png")
-        return value
+    def adapter_files(self, path: Path) -> list[Path]:
+        return [path, files.kohya_path(path)]
 
-    saved = latest_state(state_dir, cfg.steps)
-    if saved is not None:
-        state = load_state(saved, identity)
-        restore(state, params, optimizer)
-        generator.set_state(state.train_rng)
-        order.load_state_dict(state.sampler, state.sampler_rng)
-        step, history, best = state.step, state.history, state.best
-        log(f"resuming {run.name} from step {step} ({saved})")
-    else:
-        step = 0
-        base = measure(0)
-        history, best = [{"step": 0, "loss": base}], {"step": 0, "loss": base}
-        log(f"{run.name}: base model validation loss {base:.6f} ({note})")
-        write(best_file, 0, base)
-    resumed_from = step if saved is not None else None
-
-    def checkpoint_state() -> None:
-        state = RunState(
-            step=step, params=[p.detach().float() for p in params],
-            optimizer=optimizer.state_dict(), train_rng=generator.get_state(),
-            sampler_rng=order.generator.get_state(), sampler=order.state_dict(),
-            prompt_rng=(), history=history, best=best, identity=identity,
-        )  # fmt: skip
-        save_state(state_dir, state)
-
-    stopped, trained, train_seconds = "", 0, 0.0
-    history_files = History(run_dir, step)
-    bar = tqdm(desc=run.name, initial=step, total=cfg.steps, file=progress or sys.stdout)
-    try:
-        while step < cfg.steps:
-            tick = time.perf_counter()
-            pictures = [train[i] for i in order.next_batch()]
-            loss, t = train_step(lora, optimizer, pictures, generator, cfg.grad_clip)
-            if not math.isfinite(loss):
-                raise TrainingError(
-                    f"{run.name}: loss is {loss} at step {step + 1}; training stopped. "
-                    f"Best adapter kept: {best_file} (step {best['step']})"
-                )
-            step, trained = step + 1, trained + 1
-            train_seconds += time.perf_counter() - tick
-            bar.set_postfix({"train/loss": f"{loss:.6f}", "train/lr": f"{cfg.lr:.3e}"})
-            bar.update(1)
-            history_files.step(step, t.float().mean().item(), loss)
-
-            over = cap.passed()
-            if step % cfg.eval_every == 0 or step == cfg.steps or over:
-                measured = measure(step)
-                history.append({"step": step, "loss": measured})
-                history_files.event("validation", step=step, loss=measured)
-                log(f"{run.name}: step {step} validation loss {measured:.6f}")
-                if measured < best["loss"]:
-                    best = {"step": step, "loss": measured}
-                    write(best_file, step, measured)
-            if step % cfg.checkpoint_every == 0 or step == cfg.steps or over:
-                checkpoint_state()
-                history_files.flush()
-                history_files.event("checkpoint", step=step, path=str(state_dir))
-            if over:
-                stopped = f"stopped at step {step} of {cfg.steps}: {over} (train.cap)"
-                log(f"{run.name}: {stopped}; adapter files and state kept")
-                history_files.event("stopped", step=step, reason=over)
-                break
-    finally:
-        bar.close()
-        history_files.close()
-
-    if best["step"] != step:
-        last_path = write(last_file, step, history[-1]["loss"])
-    else:  # the last step is the best: one file, no stale `.last` from a shorter run
-        for stale in (last_file, files.kohya_path(last_file)):
+    def remove_adapter(self, path: Path) -> None:
+        for stale in self.adapter_files(path):
             stale.unlink(missing_ok=True)
-        last_path = best_file
-    return TrainResult(
-        steps=step,
-        steps_trained=trained,
-        steps_per_second=trained / train_seconds if train_seconds else 0.0,
-        base_loss=history[0]["loss"],
-        best_loss=best["loss"],
-        best_step=best["step"],
-        best_path=str(best_file),
-        last_path=str(last_path),
-        checkpoints=[],
-        history=history,
-        validation_note=note,
-        resumed_from=resumed_from,
-        seconds=time.perf_counter() - start_time,
-        extra={"stopped": stopped} if stopped else {},
-    )
 
+    def state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
+        tensors = {**params_state(self.params), **optimizer_tensors,
+                   "rng.train": self.generator.get_state(),
+                   "rng.sampler": self.order.generator.get_state()}  # fmt: skip
+        return tensors, {"optimizer": optimizer_document, "sampler": self.order.state_dict(),
+                         "epoch": self.order.epoch}  # fmt: skip
 
-def _mkdir(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
+        load_params(self.params, tensors)
+        load_optimizer_state(self.optimizer, tensors, document["optimizer"])
+        self.generator.set_state(tensors["rng.train"])
+        self.order.load_state_dict(document["sampler"], tensors["rng.sampler"])

@@ -1,4 +1,4 @@
-"""Training items from pre-encoded latents: crops, padding, the draw order, the holdout.
+"""Training items from pre-encoded latents: crops, padding, the draw order.
 
 underfit's PreEncodedDataset (shared/reference/underfit-sa3-conventions.md, section 7):
 every item is cropped or padded to `latent_crop_length`; the crop starts at a random frame
@@ -6,12 +6,11 @@ of the valid region; a short item is padded with zeros (the padding mask says wh
 are audio); `seconds_total` stays the full duration. A dataset with fewer items than the
 batch is drawn with replacement, batch × 100 draws an epoch (~100 steps); otherwise each
 epoch is a shuffled pass. Every random number comes from one generator whose state is part
-of a resumable run.
+of a resumable run. Which items are held out for validation: `tunesmith.train.holdout`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,31 +53,6 @@ def load_items(frame: pd.DataFrame) -> list[Item]:
             )
         )
     return items
-
-
-@dataclass(frozen=True)
-class Split:
-    train: list[Item]
-    validation: list[Item]
-    on_training_items: bool  # too few items to hold any out: validation reuses training items
-
-
-def split_holdout(items: list[Item], holdout: int | None = None) -> Split:
-    """Hold out a tenth of the items (1 to 4), or `holdout`; under 5 items, hold none out.
-
-    The held-out items are the first by a hash of their path, so adding a file to the
-    dataset rarely changes which items are held out.
-    """
-    if holdout is None and len(items) < 5:
-        return Split(list(items), list(items), on_training_items=True)
-    count = holdout if holdout is not None else min(4, max(1, round(len(items) / 10)))
-    if count < 1 or count >= len(items):
-        raise ValueError(f"holdout {count} leaves no training items out of {len(items)}")
-    ranked = sorted(items, key=lambda item: hashlib.sha256(item.path.encode()).hexdigest())
-    held = {item.path for item in ranked[:count]}
-    return Split(
-        [i for i in items if i.path not in held], [i for i in items if i.path in held], False
-    )
 
 
 def crop(item: Item, length: int, start: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,6 +17,7 @@ all-ones mask with zero context (pure generation), as underfit feeds it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -28,7 +29,8 @@ from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import model
 from tunesmith.families.stable_audio_3 import names as sa3_names
-from tunesmith.families.stable_audio_3.data import Batch, load_items, split_holdout
+from tunesmith.families.stable_audio_3.data import Batch, load_items
+from tunesmith.families.stable_audio_3.draws import Draws
 from tunesmith.families.stable_audio_3.files import (
     AdapterConfig,
     checkpoint_filename,
@@ -36,8 +38,11 @@ from tunesmith.families.stable_audio_3.files import (
     write_adapter_file,
 )
 from tunesmith.families.stable_audio_3.timesteps import FullShift
+from tunesmith.families.stable_audio_3.validation import Validation
 from tunesmith.train.config import RunConfig
-from tunesmith.train.loop import TrainResult, train
+from tunesmith.train.holdout import split_holdout
+from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
+from tunesmith.train.trainer import StepReport
 
 # underfit's dashboard default excludes the conditioners and every module outside the
 # transformer layers (embedders, projections, convolutions).
@@ -190,27 +195,116 @@ def _permute_rows(name: str, tensor: torch.Tensor, direction: str) -> torch.Tens
     return sa3_names.qkv_rows_to_diffusers(tensor)
 
 
-def train_run(
-    run: RunConfig,
-    checkpoint: Path,
-    encoded: pd.DataFrame,
-    run_dir: Path,
-    placement: Placement,
-    metadata: dict[str, str],
-    log=print,
-    progress=None,
-) -> TrainResult:
-    """Train one run on the items of `encoded` (rows of this base model); see loop.train."""
-    split = split_holdout(load_items(encoded), run.train.holdout)
-    objective = Objective(checkpoint, run, placement)
-    identity = {
-        "base_model": metadata.get("tunesmith.base_model_fingerprint", str(checkpoint)),
-        "adapter_type": run.adapter.type,
-        "rank": run.adapter.rank,
-        "alpha": run.adapter.scale_alpha,
-        "targets": objective.targets,
-    }
-    return train(objective, split, run, run_dir, identity, metadata, log, progress)
+@dataclass(frozen=True)
+class UnderfitNames:
+    """underfit's file names: `{run}-step=S-epoch=E` per checkpoint, `{run}-best-step=S` for
+    the best; the last step's adapter is its checkpoint."""
+
+    folder: Path
+    run: str
+
+    def best(self, step: int) -> Path:
+        return self.folder / f"{self.run}-best-step={step}.safetensors"
+
+    def checkpoint(self, step: int, epoch: int) -> Path:
+        return self.folder / checkpoint_filename(self.run, step, epoch)
+
+    def last(self, step: int, epoch: int) -> Path:
+        return self.checkpoint(step, epoch)
+
+
+class UnderfitTrainer:
+    """What the trainers of Stable Audio 3 share (torch here, MLX in `mlx/trainer.py`): the
+    items, the holdout, underfit's draws and validation, its files, the run's identity."""
+
+    def __init__(
+        self, run: RunConfig, base_model: Path, encoded: pd.DataFrame, run_dir: Path, metadata
+    ) -> None:
+        split = split_holdout(load_items(encoded), run.train.holdout)
+        self.run, self.metadata = run, metadata
+        self.base_model = metadata.get("tunesmith.base_model_fingerprint", str(base_model))
+        self.validation_note = split.note()
+        self.draws = Draws(split.train, run, FullShift())
+        self.validation = Validation(
+            split.validation, run.train.latent_crop_length, run.train.seed, run.trigger
+        )
+        self.names = UnderfitNames(run_dir / "checkpoints", run.name)
+
+    def identity_of(self, objective) -> dict:
+        a = self.run.adapter
+        return {
+            "base_model": self.base_model,
+            "adapter_type": a.type,
+            "rank": a.rank,
+            "alpha": a.scale_alpha,
+            "targets": objective.targets,
+        }
+
+    def validation_loss(self) -> float:
+        return self.validation.loss(self.objective.loss)
+
+    def render_samples(self, folder: Path, step: int) -> None:
+        self.objective.render_samples(folder, step)
+
+    def write_adapter(self, path: Path, step: int, epoch: int, loss: float | None) -> Path:
+        info = dict(self.metadata)
+        if loss is not None:
+            info["validation_loss"] = f"{loss:.8g}"
+        return self.objective.save(path.parent, step, epoch, info, name=path.name)
+
+    def adapter_files(self, path: Path) -> list[Path]:
+        return [path]
+
+    def remove_adapter(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+
+
+class TorchTrainer(UnderfitTrainer):
+    """Stable Audio 3 on PyTorch: the `Objective`, AdamW (torch's defaults), optional
+    global-norm clipping."""
+
+    def __init__(self, run, base_model, encoded, run_dir, placement, metadata) -> None:
+        super().__init__(run, base_model, encoded, run_dir, metadata)
+        self.objective = Objective(base_model, run, placement)
+        self.device = placement.device
+        self.identity = self.identity_of(self.objective)
+        self.params = self.objective.parameters()
+        self.optimizer = torch.optim.AdamW(self.params, lr=run.train.lr)
+
+    def step(self) -> StepReport:
+        d = self.draws.next()
+        loss = self.objective.loss(d.batch, d.prompts, d.t, d.noise, d.drop).mean()
+        t_mean = d.t.float().mean().item()
+        if not torch.isfinite(loss):
+            return StepReport(loss.item(), t_mean, self.draws.epoch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.run.train.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, self.run.train.grad_clip)
+        grad_norm, magnitude = _norms(self.params)  # post-clip grads, pre-update params
+        self.optimizer.step()
+        fields = {"lr": self.optimizer.param_groups[0]["lr"], "grad_norm": grad_norm,
+                  "lora_magnitude": magnitude}  # fmt: skip
+        return StepReport(loss.item(), t_mean, self.draws.epoch, fields)
+
+    def state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        tensors, document = self.draws.state()
+        optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
+        return ({**params_state(self.params), **optimizer_tensors, **tensors},
+                {**document, "optimizer": optimizer_document})  # fmt: skip
+
+    def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
+        load_params(self.params, tensors)
+        load_optimizer_state(self.optimizer, tensors, document["optimizer"])
+        self.draws.load_state(tensors, document)
+
+
+def _norms(params: list[nn.Parameter]) -> tuple[float, float]:
+    """One global L2 over the adapter gradients and one over the adapter parameters."""
+    grads = [p.grad.detach().float().norm() for p in params if p.grad is not None]
+    grad = torch.linalg.vector_norm(torch.stack(grads)).item() if grads else 0.0
+    magnitude = torch.linalg.vector_norm(torch.stack([p.detach().float().norm() for p in params]))
+    return grad, magnitude.item()
 
 
 def read_adapter(path: Path) -> tuple[dict[str, torch.Tensor], object]:

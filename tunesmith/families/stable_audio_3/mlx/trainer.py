@@ -25,19 +25,13 @@ Not handled: conv adapters (see `mlx_lora`), gradient checkpointing, demos rende
 
 from __future__ import annotations
 
-import random
-import sys
-import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TextIO
 
 import mlx.core as mx
 import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
-import pandas as pd
 import torch
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
@@ -46,18 +40,14 @@ from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import model
 from tunesmith.families.stable_audio_3 import names as sa3_names
-from tunesmith.families.stable_audio_3.data import Batch, Sampler, Split, load_items, split_holdout
+from tunesmith.families.stable_audio_3.data import Batch
 from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx.model import cross_attention_context
-from tunesmith.families.stable_audio_3.prompts import training_prompt
 from tunesmith.families.stable_audio_3.timesteps import FullShift
-from tunesmith.families.stable_audio_3.train import DEFAULT_INCLUDE, Objective
-from tunesmith.families.stable_audio_3.validation import Validation
-from tunesmith.train import loop, timesteps
+from tunesmith.families.stable_audio_3.train import DEFAULT_INCLUDE, Objective, UnderfitTrainer
 from tunesmith.train.config import RunConfig
-from tunesmith.train.history import History
-from tunesmith.train.memory import MemoryCap
-from tunesmith.train.state import ResumeError, RunState, latest_state, load_state, save_state
+from tunesmith.train.state import ResumeError, params_state
+from tunesmith.train.trainer import StepReport
 
 MX_DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 ADAMW_WEIGHT_DECAY = 0.01  # torch.optim.AdamW's default, which the torch loop uses
@@ -317,182 +307,37 @@ class MLXObjective:
         self._step = make_step(self.modules, self.optimizer, self.run.train.grad_clip)
 
 
-def train(
-    objective: MLXObjective,
-    split: Split,
-    run: RunConfig,
-    run_dir: Path,
-    identity: dict,
-    metadata: dict[str, str],
-    log: Callable[[str], None] = print,
-    progress: TextIO | None = None,
-) -> loop.TrainResult:
-    """`tunesmith.train.loop.train` with the MLX step: the same draws, validation, files,
-    progress bar, events and resumable state (see that function)."""
-    cfg = run.train
-    progress = progress or sys.stdout
-    start_time = time.perf_counter()
-    checkpoints_dir, state_dir = run_dir / "checkpoints", run_dir / "state"
-    checkpoints_dir.mkdir(parents=True, exist_ok=True)
-    sampler = Sampler(split.train, cfg.batch_size, cfg.latent_crop_length, cfg.seed)
-    validation = Validation(split.validation, cfg.latent_crop_length, cfg.seed, run.trigger)
-    generator = torch.Generator().manual_seed(cfg.seed)
-    prompt_rng = random.Random(cfg.seed)
-    note = (
-        "validation on training items: fewer than 5 items, none held out"
-        if split.on_training_items
-        else f"validation on {len(split.validation)} held-out item(s)"
-    )
-    saved = latest_state(state_dir, cfg.steps)
-    if saved is not None:
-        state = load_state(saved, identity)
-        objective.load_optimizer_state(state.optimizer, state.params)
-        generator.set_state(state.train_rng)
-        sampler.load_state_dict(state.sampler, state.sampler_rng)
-        prompt_rng.setstate(state.prompt_rng)
-        step, history, best, checkpoints = state.step, state.history, state.best, state.checkpoints
-        log(f"resuming {run.name} from step {step} ({saved})")
-    else:
-        step, history, checkpoints = 0, [], []
-        base = validation.loss(objective.loss)
-        history.append({"step": 0, "loss": base})
-        best = {"step": 0, "loss": base, "path": ""}
-        log(f"{run.name}: base model validation loss {base:.6f} ({note}; mlx)")
-        best["path"] = str(loop._save_best(objective, checkpoints_dir, 0, 0, best, metadata))
-        objective.render_samples(run_dir / "samples", 0)
-    resumed_from = step if saved is not None else None
+class MlxTrainer(UnderfitTrainer):
+    """Stable Audio 3 on MLX: the torch trainer's draws, validation, files and identity
+    (`UnderfitTrainer`), the update in MLX's compiled step."""
 
-    history_files = History(run_dir, step)
-    trained, train_seconds, stopped = 0, 0.0, ""
-    cap = MemoryCap(cfg.cap, "cpu")  # the run ends itself past it
-    pbar = loop._bar(step, sampler.epoch, progress)
-    try:
-        while step < cfg.steps:
-            tick = time.perf_counter()
-            epoch_before = sampler.epoch
-            batch = sampler.next_batch()
-            if sampler.epoch != epoch_before:
-                pbar.close()
-                pbar = loop._bar(step, sampler.epoch, progress)
-            n = batch.latents.shape[0]
-            prompts = [
-                training_prompt(list(p), prompt_rng, run.trigger, cfg.trigger_probability)
-                for p in batch.pieces
-            ]
-            # The torch loop's draws, in its order, from its generator.
-            t = timesteps.sample(cfg.timestep_sampler, n, generator)
-            t = objective.shift_timesteps(t, cfg.latent_crop_length)
-            noise = torch.randn(batch.latents.shape, generator=generator)
-            drop = torch.rand(n, generator=generator, dtype=torch.float64) < cfg.cfg_dropout
+    def __init__(self, run, base_model, encoded, run_dir, placement, metadata) -> None:
+        super().__init__(run, base_model, encoded, run_dir, metadata)
+        self.objective = MLXObjective(base_model, run, placement)
+        self.device = "cpu"  # the memory cap counts MLX's memory as the process's
+        self.identity = self.identity_of(self.objective)
 
-            value, grad_norm, magnitude = objective.step(batch, prompts, t, noise, drop)
-            if not np.isfinite(value):
-                kept = checkpoints[-1] if checkpoints else "none (no checkpoint yet)"
-                raise loop.TrainingError(
-                    f"{run.name}: loss is {value} at step {step + 1}; training stopped. "
-                    f"Last good checkpoint: {kept}"
-                )
-            step += 1
-            trained += 1
-            train_seconds += time.perf_counter() - tick
-            lr = cfg.lr
-            pbar.set_postfix(
-                {
-                    "train/loss": f"{value:.6f}",
-                    "train/lr": f"{lr:.3e}",
-                    "train/grad_norm": f"{grad_norm:.6f}",
-                    "train/lora_magnitude": f"{magnitude:.6f}",
-                }
-            )
-            pbar.set_description(f"Step {step}, Epoch {sampler.epoch}")
-            pbar.update(1)
-            t_mean = t.float().mean().item()
-            history_files.step(step, t_mean, value, lr=lr, grad_norm=grad_norm,
-                               lora_magnitude=magnitude)  # fmt: skip
-            over = cap.passed()
+    def step(self) -> StepReport:
+        d = self.draws.next()
+        value, grad_norm, magnitude = self.objective.step(d.batch, d.prompts, d.t, d.noise, d.drop)
+        fields = {"lr": self.run.train.lr, "grad_norm": grad_norm, "lora_magnitude": magnitude}
+        return StepReport(value, d.t.float().mean().item(), self.draws.epoch, fields)
 
-            if step % cfg.eval_every == 0 or step == cfg.steps or over:
-                measured = validation.loss(objective.loss)
-                history.append({"step": step, "loss": measured})
-                history_files.event("validation", step=step, loss=measured)
-                log(f"{run.name}: step {step} validation loss {measured:.6f}")
-                objective.render_samples(run_dir / "samples", step)
-                if measured < best["loss"]:
-                    Path(best["path"]).unlink(missing_ok=True)
-                    best = {"step": step, "loss": measured, "path": ""}
-                    path = loop._save_best(
-                        objective, checkpoints_dir, step, sampler.epoch, best, metadata
-                    )
-                    best["path"] = str(path)
-            if step % cfg.checkpoint_every == 0 or step == cfg.steps or over:
-                path = objective.save(checkpoints_dir, step, sampler.epoch, metadata)
-                checkpoints.append(str(path))
-                history_files.event("checkpoint", step=step, path=str(path))
-                save_state(
-                    state_dir,
-                    RunState(
-                        step=step,
-                        params=list(mlx_lora.adapter_state(objective.modules).values()),
-                        optimizer=objective.optimizer_state(),
-                        train_rng=generator.get_state(),
-                        sampler_rng=sampler.generator.get_state(),
-                        sampler=sampler.state_dict(),
-                        prompt_rng=prompt_rng.getstate(),
-                        history=history,
-                        best=best,
-                        checkpoints=checkpoints,
-                        identity=identity,
-                    ),
-                )
-                history_files.flush()
-            if over:
-                stopped = f"stopped at step {step} of {cfg.steps}: {over} (train.cap)"
-                log(f"{run.name}: {stopped}; checkpoint and state kept")
-                break
-    finally:
-        pbar.close()
-        history_files.close()
+    def state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        tensors, document = self.draws.state()
+        params = list(mlx_lora.adapter_state(self.objective.modules).values())
+        moments = self.objective.optimizer_state()["state"][0]
+        return (
+            {**params_state(params), **{f"mlx.{k}": v for k, v in moments.items()}, **tensors},
+            {**document, "optimizer": {"backend": "mlx"}},
+        )
 
-    return loop.TrainResult(
-        steps=step,
-        steps_trained=trained,
-        steps_per_second=trained / train_seconds if train_seconds else 0.0,
-        base_loss=history[0]["loss"],
-        best_loss=best["loss"],
-        best_step=best["step"],
-        best_path=best["path"],
-        last_path=checkpoints[-1] if checkpoints else "",
-        checkpoints=checkpoints,
-        history=history,
-        validation_note=note,
-        resumed_from=resumed_from,
-        seconds=time.perf_counter() - start_time,
-        extra={
-            "backend": "mlx",
-            "device": objective.placement.device,
-            **({"stopped": stopped} if stopped else {}),
-        },
-    )
-
-
-def train_run(
-    run: RunConfig,
-    checkpoint: Path,
-    encoded: pd.DataFrame,
-    run_dir: Path,
-    placement: Placement,
-    metadata: dict[str, str],
-    log=print,
-    progress=None,
-) -> loop.TrainResult:
-    """`stable_audio_3.train.train_run` on MLX: same arguments, same files, same result."""
-    split = split_holdout(load_items(encoded), run.train.holdout)
-    objective = MLXObjective(checkpoint, run, placement)
-    identity = {
-        "base_model": metadata.get("tunesmith.base_model_fingerprint", str(checkpoint)),
-        "adapter_type": run.adapter.type,
-        "rank": run.adapter.rank,
-        "alpha": run.adapter.scale_alpha,
-        "targets": objective.targets,
-    }
-    return train(objective, split, run, run_dir, identity, metadata, log, progress)
+    def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
+        if document.get("optimizer") != {"backend": "mlx"}:
+            raise ResumeError("the saved optimizer state is not an MLX one")
+        count = sum(1 for key in tensors if key.startswith("param."))
+        params = [tensors[f"param.{i}"] for i in range(count)]
+        moments = {k[4:]: v for k, v in tensors.items() if k.startswith("mlx.")}
+        saved = {"state": {0: moments}, "param_groups": [{"backend": "mlx"}]}
+        self.objective.load_optimizer_state(saved, params)
+        self.draws.load_state(tensors, document)

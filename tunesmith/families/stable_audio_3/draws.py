@@ -1,0 +1,75 @@
+"""What one Stable Audio 3 training step draws, as underfit draws it.
+
+A batch of random crops in a shuffled pass (the sampler's generator), a random prompt per
+item from its tags (the prompt generator: underfit's templates, the trigger 80 % of the
+time), and from the training generator, in this order: t (the run's sampler, then the
+model's shift), the noise, the CFG-dropout coins. The three sources are seeded from the
+run's seed and saved with the run's state, so a resumed run draws exactly what it would
+have. The torch and MLX trainers both draw here, so they train on the same numbers.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from tunesmith.families.stable_audio_3 import timesteps
+from tunesmith.families.stable_audio_3.data import Batch, Item, Sampler
+from tunesmith.families.stable_audio_3.prompts import training_prompt
+from tunesmith.train.config import RunConfig
+from tunesmith.train.state import from_json, to_json
+
+
+@dataclass
+class Draw:
+    batch: Batch
+    prompts: list[str]
+    t: torch.Tensor  # [B] shifted levels, float64
+    noise: torch.Tensor  # [B, D, L]
+    drop: torch.Tensor  # [B] bool
+
+
+class Draws:
+    def __init__(self, items: list[Item], run: RunConfig, shift: timesteps.FullShift) -> None:
+        cfg = run.train
+        self.run, self.shift = run, shift
+        self.sampler = Sampler(items, cfg.batch_size, cfg.latent_crop_length, cfg.seed)
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.prompt_rng = random.Random(cfg.seed)
+
+    @property
+    def epoch(self) -> int:
+        return self.sampler.epoch
+
+    def next(self) -> Draw:
+        cfg = self.run.train
+        batch = self.sampler.next_batch()
+        n = batch.latents.shape[0]
+        prompts = [
+            training_prompt(list(p), self.prompt_rng, self.run.trigger, cfg.trigger_probability)
+            for p in batch.pieces
+        ]
+        t = timesteps.sample(cfg.timestep_sampler, n, self.generator)
+        t = self.shift(t, cfg.latent_crop_length)
+        noise = torch.randn(batch.latents.shape, generator=self.generator)
+        drop = torch.rand(n, generator=self.generator, dtype=torch.float64) < cfg.cfg_dropout
+        return Draw(batch, prompts, t, noise, drop)
+
+    def state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        tensors = {
+            "rng.train": self.generator.get_state(),
+            "rng.sampler": self.sampler.generator.get_state(),
+        }
+        document = {
+            "sampler": self.sampler.state_dict(),
+            "prompt_rng": to_json(self.prompt_rng.getstate()),
+            "epoch": self.epoch,
+        }
+        return tensors, document
+
+    def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
+        self.generator.set_state(tensors["rng.train"])
+        self.sampler.load_state_dict(document["sampler"], tensors["rng.sampler"])
+        self.prompt_rng.setstate(from_json(document["prompt_rng"]))
