@@ -14,8 +14,8 @@ import pandas as pd
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
-from tunesmith.families.stable_audio_3 import files as underfit_format
 from tunesmith.families.sdxl import files as sdxl_files
+from tunesmith.families.stable_audio_3 import files as underfit_format
 from tunesmith.report import Skipped, StageResult, read_report
 from tunesmith.store import content_key
 from tunesmith.train import stage as engine

@@ -8,10 +8,10 @@ import pandas as pd
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
-from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.families.sdxl import sample as sdxl_sample
 from tunesmith.families.stable_audio_3 import sample as sa3_sample
 from tunesmith.render import demos as engine
+from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
 
 

@@ -79,8 +79,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
 
-    from tunesmith.families.stable_audio_3.mlx.trainer import MLXObjective
     from tunesmith.backends.placement import Placement
+    from tunesmith.families.stable_audio_3.mlx.trainer import MLXObjective
     from tunesmith.families.stable_audio_3.train import Objective
     from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
 

@@ -81,9 +81,8 @@ def items(n: int = 6):
 
 def ours(folder: Path, steps: int, device: str) -> dict:
     from tunesmith.backends.placement import Placement
-    from tunesmith.families.stable_audio_3.train import Objective
+    from tunesmith.families.stable_audio_3.train import TorchTrainer
     from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
-    from tunesmith.families.stable_audio_3.data import Split
     from tunesmith.train.loop import train
 
     run = RunConfig(
@@ -92,15 +91,13 @@ def ours(folder: Path, steps: int, device: str) -> dict:
         TrainConfig(steps=steps, batch_size=BATCH, latent_crop_length=CROP, lr=1e-4,
                     eval_every=10**6, checkpoint_every=10**6),
     )  # fmt: skip
-    objective = Objective(folder, run, Placement("torch", device, "float32", "bench"))
-    data = items()
-    split, identity = Split(data, data[:1], False), {"targets": objective.targets}
-    with tempfile.TemporaryDirectory() as tmp, PeakRSS() as memory, open("/dev/null", "w") as sink:
-        result = train(
-            objective, split, run, Path(tmp), identity, {}, log=lambda s: None, progress=sink
-        )
+    placement = Placement("torch", device, "float32", "bench")
+    with tempfile.TemporaryDirectory() as tmp, open("/dev/null", "w") as sink:
+        trainer = TorchTrainer(run, folder, items(), Path(tmp), placement, {})
+        with PeakRSS() as memory:
+            result = train(trainer, Path(tmp), log=lambda s: None, progress=sink)
     return {"steps_per_second": result.steps_per_second, "memory": _memory(memory, device),
-            "targets": len(objective.targets)}  # fmt: skip
+            "targets": len(trainer.objective.targets)}  # fmt: skip
 
 
 def bare(folder: Path, steps: int, device: str) -> dict:

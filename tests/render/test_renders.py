@@ -22,7 +22,7 @@ DEMOS = (
 @pytest.fixture(scope="module")
 def trained(tiny_sa3, tmp_path_factory):
     """A short real training run: its best adapter is what the renders use."""
-    from tests.train.test_sa3_training import fit, run_config
+    from tests.families.stable_audio_3.test_sa3_training import fit, run_config
 
     run = run_config(tiny_sa3, steps=4, eval_every=2, checkpoint_every=4)
     _, result = fit(tiny_sa3, tmp_path_factory.mktemp("run"), run)
@@ -96,7 +96,7 @@ def test_without_ffmpeg_wav_only_and_the_report_says_so(tmp_path, trained, tiny_
 def test_training_renders_samples_at_every_validation_the_first_row_the_base(tiny_sa3, tmp_path):
     from dataclasses import replace
 
-    from tests.train.test_sa3_training import fit, run_config
+    from tests.families.stable_audio_3.test_sa3_training import fit, run_config
 
     run = replace(run_config(tiny_sa3, steps=4, eval_every=2, checkpoint_every=4), demos=DEMOS)
     fit(tiny_sa3, tmp_path, run)

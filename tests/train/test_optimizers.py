@@ -19,7 +19,14 @@ from tunesmith.train.optimizers import (
     newton_schulz,
 )
 from tunesmith.train.schedules import lr_scheduler, warmup_cosine
-from tunesmith.train.state import RunState, load_state, restore, save_state
+from tunesmith.train.state import (
+    load_optimizer_state,
+    load_params,
+    load_state,
+    optimizer_state,
+    params_state,
+    save_state,
+)
 
 NS = (3.4445, -4.7750, 2.0315)  # Keller Jordan's quintic, torch.optim.Muon's defaults
 LR, WD, MU = 0.02, 0.01, 0.95
@@ -203,15 +210,15 @@ def test_hybrid_state_round_trips_through_the_run_state_files(tmp_path):
     ps, opt, scheduler = setup()
     for s in range(3):
         step(ps, opt, scheduler, s)
-    generator = torch.Generator()
-    state = RunState(3, [p.detach() for p in ps], opt.state_dict(), generator.get_state(),
-                     generator.get_state(), {}, (1, 2))  # fmt: skip
-    saved = save_state(tmp_path, state)
+    tensors, document = optimizer_state(opt)
+    saved = save_state(tmp_path, 3, {**params_state(ps), **tensors}, {"optimizer": document})
     for s in range(3, 6):
         step(ps, opt, scheduler, s)
 
     fresh, opt2, _ = setup()
-    restore(load_state(saved, {}), fresh, opt2)
+    tensors, document = load_state(saved, {})
+    load_params(fresh, tensors)
+    load_optimizer_state(opt2, tensors, document["optimizer"])
     scheduler2 = lr_scheduler(opt2, warmup_cosine(20), step=3)
     at_3 = warmup_cosine(20)(3)
     assert [g["lr"] for g in opt2.param_groups] == pytest.approx([1e-2 * at_3, 0.2 * at_3])

@@ -42,5 +42,3 @@ def write_png(pixels: np.ndarray, path: Path) -> Path:
 
     Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8), "RGB").save(path, format="PNG")
     return path
-
-

@@ -86,5 +86,3 @@ def _read_cache(cache: Path | None) -> dict[str, dict]:
     except (json.JSONDecodeError, UnicodeDecodeError):
         return {}  # a damaged cache only costs re-hashing; it never changes a fingerprint
     return entries if isinstance(entries, dict) else {}
-
-

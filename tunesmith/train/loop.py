@@ -111,9 +111,10 @@ def train(
             tick = time.perf_counter()
             report = trainer.step()
             if not math.isfinite(report.loss):
+                kept = run.checkpoints[-1] if run.checkpoints else run.best["path"]
                 raise TrainingError(
                     f"{name}: loss is {report.loss} at step {run.step + 1}; training stopped. "
-                    f"Best adapter kept: {run.best['path']} (step {run.best['step']})"
+                    f"Last good checkpoint: {kept}"
                 )
             if report.epoch != run.epoch:
                 bar.close()

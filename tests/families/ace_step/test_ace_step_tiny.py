@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tunesmith.families.tiny import MARKER
 from tunesmith.families.ace_step.model import CODE_PARTS, REQUIRED_PARTS, load_pipeline
 from tunesmith.families.ace_step.tiny import build_tiny_ace_step, make_tiny_ace_step
+from tunesmith.families.tiny import MARKER
 
 
 def _sing(pipe, lyrics: str, seed: int = 0) -> torch.Tensor:

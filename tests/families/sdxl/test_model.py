@@ -12,8 +12,6 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tunesmith.families.tiny import MARKER
-from tunesmith.families.sdxl.tiny import make_tiny_sdxl
 from tunesmith.families.sdxl import (
     check_checkpoint,
     encode_captions,
@@ -21,6 +19,8 @@ from tunesmith.families.sdxl import (
     encoder_details,
     load_pipeline,
 )
+from tunesmith.families.sdxl.tiny import make_tiny_sdxl
+from tunesmith.families.tiny import MARKER
 
 
 @pytest.fixture(scope="module")

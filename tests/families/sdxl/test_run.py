@@ -19,9 +19,10 @@ from tunesmith.examples.rings import make_rings
 from tunesmith.families.sdxl import encoded as stage
 from tunesmith.families.sdxl import files
 from tunesmith.families.sdxl.model import load_pipeline
-from tunesmith.families.sdxl.trainer import split_holdout, train_run
 from tunesmith.families.sdxl.sample import render_demo
+from tunesmith.families.sdxl.trainer import SdxlTrainer, split_holdout
 from tunesmith.store import Store
+from tunesmith.train import loop
 from tunesmith.train.config import resolve_run
 
 SIZE = 64
@@ -59,7 +60,8 @@ def run_config(tiny_sdxl, **train):
 def fit(tiny_sdxl, encoded, run_dir, **train):
     lineage = {"tunesmith.base_model_fingerprint": "fp", "tunesmith.training_config": "{}"}
     run = run_config(tiny_sdxl, **train)
-    return train_run(run, tiny_sdxl, encoded, run_dir, CPU, lineage, log=lambda _: None)
+    trainer = SdxlTrainer(run, tiny_sdxl, encoded, run_dir, CPU, lineage)
+    return loop.train(trainer, run_dir, log=lambda _: None)
 
 
 def test_a_run_beats_the_base_model_on_a_held_out_picture(tiny_sdxl, encoded, tmp_path):

@@ -20,11 +20,11 @@ import pytest
 import torch
 from mlx.utils import tree_flatten
 
+from tunesmith.families.stable_audio_3 import model as sa3
 from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx.convert import KeyMapError
 from tunesmith.families.stable_audio_3.mlx.model import cross_attention_context
 from tunesmith.families.stable_audio_3.tiny import build_tiny_stable_audio_3
-from tunesmith.families.stable_audio_3 import model as sa3
 
 MIN_PSNR_DB = 70.0
 MAX_LOSS_RELATIVE = 1e-4

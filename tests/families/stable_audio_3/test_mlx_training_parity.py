@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 import torch
 
-from tunesmith.adapters import torch_lora
-from tunesmith.adapters import mlx_lora
-from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert, mlx_train
+from tunesmith.adapters import mlx_lora, torch_lora
 from tunesmith.backends.placement import Placement
+from tunesmith.families.stable_audio_3.data import Batch
+from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
+from tunesmith.families.stable_audio_3.mlx import trainer as mlx_train
 from tunesmith.families.stable_audio_3.train import Objective, read_adapter
 from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
-from tunesmith.families.stable_audio_3.data import Batch
 
 MIN_GRAD_COSINE = 0.9999
 MIN_OUTPUT_PSNR_DB = 70.0

@@ -10,13 +10,15 @@ import torch
 from diffusers.models.transformers import transformer_stable_audio3 as sa3_dit
 
 from tunesmith.adapters import torch_lora
-from tunesmith.families.stable_audio_3.files import validate_file
 from tunesmith.backends.placement import Placement
-from tunesmith.families.stable_audio_3.train import Objective, read_adapter
+from tunesmith.families.stable_audio_3.data import Item, Sampler, crop
+from tunesmith.families.stable_audio_3.files import validate_file
+from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer, read_adapter
 from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
-from tunesmith.families.stable_audio_3.data import Item, Sampler, crop, split_holdout
-from tunesmith.train.loop import TrainingError, train
+from tunesmith.train.holdout import split_holdout
+from tunesmith.train.loop import train
 from tunesmith.train.state import ResumeError
+from tunesmith.train.trainer import TrainingError
 
 CPU = Placement("torch", "cpu", "float32", "test")
 
@@ -47,20 +49,11 @@ def run_config(tiny_sa3, **train):
     )
 
 
-def identity(objective, run):
-    a = run.adapter
-    return {"base_model": "tiny", "adapter_type": a.type, "rank": a.rank,
-            "alpha": a.scale_alpha, "targets": objective.targets}  # fmt: skip
-
-
 def fit(tiny_sa3, run_dir, run, data=None, **kw):
-    objective = Objective(Path(tiny_sa3), run, CPU)
-    split = split_holdout(data or items())
-    result = train(
-        objective, split, run, run_dir, identity(objective, run), {"lineage": "test"},
-        log=lambda s: None, **kw,
-    )  # fmt: skip
-    return objective, result
+    lineage = {"lineage": "test", "tunesmith.base_model_fingerprint": "tiny"}
+    trainer = TorchTrainer(run, Path(tiny_sa3), data or items(), run_dir, CPU, lineage)
+    result = train(trainer, run_dir, log=lambda s: None, **kw)
+    return trainer.objective, result
 
 
 def test_resuming_gives_the_same_adapter_bit_for_bit(tiny_sa3, tmp_path):

@@ -29,7 +29,7 @@ from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import model
 from tunesmith.families.stable_audio_3 import names as sa3_names
-from tunesmith.families.stable_audio_3.data import Batch, load_items
+from tunesmith.families.stable_audio_3.data import Batch, Item, load_items
 from tunesmith.families.stable_audio_3.draws import Draws
 from tunesmith.families.stable_audio_3.files import (
     AdapterConfig,
@@ -218,9 +218,16 @@ class UnderfitTrainer:
     items, the holdout, underfit's draws and validation, its files, the run's identity."""
 
     def __init__(
-        self, run: RunConfig, base_model: Path, encoded: pd.DataFrame, run_dir: Path, metadata
+        self,
+        run: RunConfig,
+        base_model: Path,
+        encoded: pd.DataFrame | list[Item],
+        run_dir: Path,
+        metadata: dict[str, str],
     ) -> None:
-        split = split_holdout(load_items(encoded), run.train.holdout)
+        """`encoded`: this base model's rows of the `encoded` table, or the items themselves."""
+        items = encoded if isinstance(encoded, list) else load_items(encoded)
+        split = split_holdout(items, run.train.holdout)
         self.run, self.metadata = run, metadata
         self.base_model = metadata.get("tunesmith.base_model_fingerprint", str(base_model))
         self.validation_note = split.note()
