@@ -14,14 +14,12 @@ import pandas as pd
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
-from tunesmith.families.sdxl import files as sdxl_files
-from tunesmith.families.stable_audio_3 import files as underfit_format
+from tunesmith import families
 from tunesmith.report import Skipped, StageResult, read_report
 from tunesmith.store import content_key
 from tunesmith.train import stage as engine
-from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
+from tunesmith.train.config import base_model_folder, dataset_runs
 
-TRAINABLE = {"stable-audio-3": {"torch", "mlx"}, "sdxl": {"torch"}}  # family → backends
 COLUMNS = ["run", "family", "placement", "steps", "steps_per_second", "base_loss",
            "best_loss", "best_step", "best_path", "last_path", "run_dir"]  # fmt: skip
 
@@ -34,8 +32,8 @@ COLUMNS = ["run", "family", "placement", "steps", "steps_per_second", "base_loss
     "and the last checkpoints.",
     pool=GPU_POOL,
     check_specs=[
-        dg.AssetCheckSpec("underfit_contract", asset="adapters"),
-        dg.AssetCheckSpec("sdxl_files", asset="adapters"),
+        dg.AssetCheckSpec(family.files_check, asset="adapters")
+        for family in families.all_families().values()
     ],
 )
 def adapters(
@@ -47,22 +45,18 @@ def adapters(
     start = time.perf_counter()
     key = context.partition_key
     folder, roots, out = storage.dataset_folder(key), storage.roots(), storage.dataset_out(key)
-    try:
-        runs = dataset_runs(folder)
-    except ConfigError as exc:
-        raise dg.Failure(str(exc)) from exc
+    runs = dataset_runs(folder)
     manifest_version = (
         read_report(out).get("stages", {}).get("manifest", {}).get("data_version", "")
     )
     rows, skipped, keys = [], [], []
     cached = computed = 0
     for run in runs:
-        if run.family not in TRAINABLE:
-            skipped.append(
-                Skipped(f"run {run.name}", f"the {run.family} family has no trainer yet")
-            )
+        family = families.all_families().get(run.family)
+        if family is None or not family.backends_for("adapters"):
+            skipped.append(Skipped(f"run {run.name}", f"the {run.family} family has no trainer"))
             continue
-        placement = compute.placement("adapters", run.family, TRAINABLE[run.family])
+        placement = compute.placement("adapters", run.family, family.backends_for("adapters"))
         checkpoint = base_model_folder(run, roots.models)
         try:
             plan = engine.plan(
@@ -98,8 +92,8 @@ def adapters(
     )
     table = frame.drop(columns=["history"]).assign(history=frame["history"].map(json.dumps))
     yield stage_output(table, result, out, **_metadata(rows))
-    yield _check("underfit_contract", rows, "stable-audio-3", underfit_format.validate_file)
-    yield _check("sdxl_files", rows, "sdxl", sdxl_files.validate_files)
+    for family in families.all_families().values():
+        yield _check(family, rows)
 
 
 def _train(context, plan: engine.RunPlan, placement, manifest_version: str, folder) -> None:
@@ -185,21 +179,21 @@ def _metadata(rows: list[dict]) -> dict:
     }
 
 
-def _check(name: str, rows: list[dict], family: str, validate) -> dg.AssetCheckResult:
+def _check(family: families.Family, rows: list[dict]) -> dg.AssetCheckResult:
     """The family's file contract on every adapter file this stage points to (underfit's for
     Stable Audio 3; for SDXL the PEFT file, its kohya twin and the lineage)."""
     problems, checked = [], 0
     for row in rows:
-        if row["family"] != family:
+        if row["family"] != family.name:
             continue
         for path in dict.fromkeys((row["best_path"], row["last_path"])):
             checked += 1
             try:
-                validate(path)
-            except ValueError as exc:  # AdapterFileError of either format
+                family.validate_files(path)
+            except ValueError as exc:  # the format's own error, naming the file and the rule
                 problems.append(str(exc))
     return dg.AssetCheckResult(
-        check_name=name,
+        check_name=family.files_check,
         passed=not problems,
         metadata={"files": checked, "problems": "\n".join(problems) or "none"},
     )

@@ -6,21 +6,20 @@ import pandas as pd
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
-from tunesmith.families.sdxl import FAMILY as SDXL
-from tunesmith.families.sdxl import encoded as sdxl
-from tunesmith.families.stable_audio_3 import FAMILY as SA3
-from tunesmith.families.stable_audio_3 import encoded as sa3
+from tunesmith import families
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import content_key
-from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
+from tunesmith.train.config import base_model_folder, dataset_runs
+
+STAGE_VERSION = 1  # the asset's own; each family's encoder versions its cache keys itself
 
 
 @stage_asset(
     "encoded",
-    sa3.STAGE_VERSION,
-    "Pre-encoded latents with sidecars for each base model the dataset's runs "
-    "train on (Stable Audio 3: underfit's <stem>.npy + <stem>.json + details.json), and the "
-    "text encoder's output per distinct prompt.",
+    STAGE_VERSION,
+    "Pre-encoded latents with sidecars for each base model the dataset's runs train on, in "
+    "the family's training layout (Stable Audio 3: underfit's <stem>.npy + <stem>.json + "
+    "details.json), and the text encoders' output per distinct prompt.",
     pool=GPU_POOL,
 )
 def encoded(
@@ -31,31 +30,31 @@ def encoded(
 ) -> dg.Output:
     key = context.partition_key
     folder, roots, store = storage.dataset_folder(key), storage.roots(), storage.store()
-    try:
-        runs = dataset_runs(folder)
-    except ConfigError as exc:
-        raise dg.Failure(str(exc)) from exc
-    families = {SA3: sa3, SDXL: sdxl}
+    runs = dataset_runs(folder)
     frames, keys, skipped, results = [], [], [], []
-    for family, engine in families.items():
-        chosen = [r for r in runs if r.family == family]
+    for family in families.all_families().values():
+        chosen = [r for r in runs if r.family == family.name]
         if not chosen:
             continue
-        models = sorted({base_model_folder(r, roots.models) for r in chosen})
-        placement = compute.placement("encoded", family, {"torch"})
-        extra = {"size": chosen[0].train.size} if family == SDXL else {}
-        built = engine.build_encoded(
-            folder, labels, models, storage.dataset_out(key), store, placement,
-            roots.store / "fingerprints.json", **extra,
-        )  # fmt: skip
-        frames.append(built.frame.assign(family=family))
+        placement = compute.placement("encoded", family.name, family.backends_for("encoded"))
+        request = families.EncodeRequest(
+            folder=folder,
+            labels=labels,
+            runs=chosen,
+            base_models=sorted({base_model_folder(r, roots.models) for r in chosen}),
+            out=storage.dataset_out(key),
+            store=store,
+            placement=placement,
+            fingerprint_cache=roots.store / "fingerprints.json",
+        )
+        built = family.encode(request)
+        frames.append(built.frame.assign(family=family.name))
         keys += built.keys
         results.append(built.result)
-        context.log.info(f"{family}: encoded on {placement}")
+        context.log.info(f"{family.name}: encoded on {placement}")
     for run in runs:
-        if run.family not in families:
-            note = f"the {run.family} family has no encoded stage yet"
-            skipped.append(Skipped(f"run {run.name}", note))
+        if not families.all_families().get(run.family):
+            skipped.append(Skipped(f"run {run.name}", f"the {run.family} family is not built in"))
     result = StageResult(
         stage="encoded",
         data_version=content_key(stage="encoded", parts=[r.data_version for r in results]),

@@ -8,11 +8,10 @@ import pandas as pd
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
-from tunesmith.families.sdxl import sample as sdxl_sample
-from tunesmith.families.stable_audio_3 import sample as sa3_sample
+from tunesmith import families
 from tunesmith.render import demos as engine
 from tunesmith.store.fingerprints import model_fingerprint
-from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
+from tunesmith.train.config import base_model_folder, dataset_runs
 
 
 @stage_asset(
@@ -31,25 +30,20 @@ def renders(
 ) -> dg.Output:
     key = context.partition_key
     folder, roots, out = storage.dataset_folder(key), storage.roots(), storage.dataset_out(key)
-    try:
-        configs = {r.name: r for r in dataset_runs(folder)}
-    except ConfigError as exc:
-        raise dg.Failure(str(exc)) from exc
+    configs = {r.name: r for r in dataset_runs(folder)}
     runs = [(configs[row["run"]], row) for row in adapters.to_dict("records")]
     cache = roots.store / "fingerprints.json"
     fingerprints = {
         run.name: model_fingerprint(base_model_folder(run, roots.models), cache) for run, _ in runs
     }
     placements = {
-        family: compute.placement("renders", family, {"torch"})
-        for family in {r.family for r, _ in runs}
+        name: compute.placement("renders", name, families.get(name).backends_for("renders"))
+        for name in {r.family for r, _ in runs}
     }
 
     def renderer(run, adapter):
-        folder, placement = base_model_folder(run, roots.models), placements[run.family]
-        if run.family == "sdxl":
-            return sdxl_sample.Renderer(folder, placement, run.train.size, adapter)
-        return sa3_sample.Renderer(folder, placement, adapter)
+        base_model, placement = base_model_folder(run, roots.models), placements[run.family]
+        return families.get(run.family).renderer(run, base_model, placement, adapter)
 
     store = storage.store()
     result = engine.build_renders(runs, fingerprints, out, store, placements, renderer)

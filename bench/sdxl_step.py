@@ -149,7 +149,7 @@ def pictures(folder: Path):
 
 
 def ours(folder: Path, steps: int, device: str, dtype: torch.dtype) -> dict:
-    from tunesmith.families.sdxl import load_pipeline
+    from tunesmith.families.sdxl.model import load_pipeline
     from tunesmith.families.sdxl.train import SdxlLora
     from tunesmith.families.sdxl.trainer import PassOrder, train_step
     from tunesmith.train.memory import MemoryCap

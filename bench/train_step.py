@@ -103,7 +103,7 @@ def ours(folder: Path, steps: int, device: str) -> dict:
 def bare(folder: Path, steps: int, device: str) -> dict:
     from peft import LoraConfig, inject_adapter_in_model
 
-    from tunesmith.families.stable_audio_3 import conditioning, encode_prompts, load_pipeline
+    from tunesmith.families.stable_audio_3.model import conditioning, encode_prompts, load_pipeline
 
     pipe = load_pipeline(folder, torch.float32, device)
     dit = pipe.transformer

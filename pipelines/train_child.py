@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 from dagster_pipes import open_dagster_pipes
 
+from tunesmith import families
 from tunesmith.backends.placement import Placement
 from tunesmith.store.atomic import DiskFull, atomic_write_json
 from tunesmith.train import loop
@@ -43,7 +44,7 @@ def train(pipes, extras: dict) -> None:
     items = pd.DataFrame(extras["items"])
     run_dir = Path(extras["run_dir"])
     run_dir.mkdir(parents=True, exist_ok=True)
-    make = _trainer(run.family, placement.backend)
+    make = families.get(run.family).trainer(placement.backend)
     trainer = make(run, Path(extras["checkpoint"]), items, run_dir, placement, extras["metadata"])
     # underfit's progress bar goes to train.log; validation lines go to the Dagster run.
     with open(run_dir / "train.log", "a", encoding="utf-8") as progress:
@@ -54,23 +55,6 @@ def train(pipes, extras: dict) -> None:
         f"{run.name}: done, best validation loss {result.best_loss:.6f} at step "
         f"{result.best_step} (base {result.base_loss:.6f})"
     )
-
-
-def _trainer(family: str, backend: str = "torch"):
-    """The family's trainer for the placement's backend (the same files and result)."""
-    if family == "stable-audio-3" and backend == "mlx":
-        from tunesmith.families.stable_audio_3.mlx.trainer import MlxTrainer
-
-        return MlxTrainer
-    if family == "stable-audio-3" and backend == "torch":
-        from tunesmith.families.stable_audio_3.train import TorchTrainer
-
-        return TorchTrainer
-    if family == "sdxl" and backend == "torch":
-        from tunesmith.families.sdxl.trainer import SdxlTrainer
-
-        return SdxlTrainer
-    raise ValueError(f"the {family} family has no {backend} trainer yet")
 
 
 if __name__ == "__main__":

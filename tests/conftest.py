@@ -97,7 +97,7 @@ def tiny_sa3(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def pipe(tiny_sa3: Path):
     """The tiny Stable Audio 3 loaded through the code a user's checkpoint takes."""
-    from tunesmith.families.stable_audio_3 import load_pipeline
+    from tunesmith.families.stable_audio_3.model import load_pipeline
 
     pipe = load_pipeline(tiny_sa3)
     pipe.set_progress_bar_config(disable=True)

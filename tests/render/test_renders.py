@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from tunesmith.backends.placement import Placement
-from tunesmith.families.stable_audio_3 import SAMPLE_RATE
+from tunesmith.families.stable_audio_3.model import SAMPLE_RATE
 from tunesmith.families.stable_audio_3.sample import Renderer
 from tunesmith.media.writers import wav_bytes
 from tunesmith.render.demos import build_renders

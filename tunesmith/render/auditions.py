@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tunesmith import families
 from tunesmith.render.audition import write_audition_page
 from tunesmith.report import StageResult
 from tunesmith.store import content_key
@@ -96,10 +97,4 @@ def _media(render: dict, rel) -> dict:
 
 def _lineage(family: str, path: str) -> dict[str, str]:
     """The metadata written into the best adapter file, read through its format's check."""
-    if family == "sdxl":
-        from tunesmith.families.sdxl.files import validate_files
-
-        return validate_files(path)
-    from tunesmith.families.stable_audio_3.files import validate_file
-
-    return validate_file(path).metadata
+    return families.get(family).validate_files(path)

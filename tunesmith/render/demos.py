@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from tunesmith import families
 from tunesmith.backends.placement import Placement
 from tunesmith.media.writers import mp3_from_wav, wav_bytes, write_png
 from tunesmith.report import StageResult
 from tunesmith.store import DamagedEntry, Store, canonical_json, content_key, sha256_file
 from tunesmith.store.atomic import write_if_changed
-from tunesmith.train.config import MEDIA_OF_FAMILY, RunConfig
+from tunesmith.train.config import RunConfig
 
 STAGE_VERSION = 1
 SIDES = ("base", "adapter")
@@ -58,7 +59,7 @@ def build_renders(
     rows, keys, notes = [], [], []
     cached = computed = 0
     mp3_ok = shutil.which("ffmpeg") is not None
-    if not mp3_ok and any(MEDIA_OF_FAMILY[run.family] == "audio" for run, _ in runs):
+    if not mp3_ok and any(families.get(run.family).media == "audio" for run, _ in runs):
         notes.append("ffmpeg not found: WAV only, no MP3")
     for run, trained in runs:
         placement = placements[run.family]
@@ -107,7 +108,7 @@ class _RunRenders:
         self.renderer, self.mp3_ok, self.made = renderer, mp3_ok, None
         self.adapter = Path(trained["best_path"])
         self.adapter_sha = sha256_file(self.adapter)
-        self.image = MEDIA_OF_FAMILY[run.family] == "image"
+        self.image = families.get(run.family).media == "image"
 
     def into(self, tmp: Path, demo, side: str, strength: float) -> None:
         """Render one side of one demo into the store's temporary folder `tmp`."""

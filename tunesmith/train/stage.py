@@ -17,17 +17,13 @@ from typing import Any
 import pandas as pd
 
 import tunesmith
+from tunesmith import families
 from tunesmith.backends.placement import Placement
 from tunesmith.store import content_key
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.train.config import RunConfig
 
 STAGE_VERSION = 1
-# What identifies a family's training item in the `encoded` table: its latents and its text.
-ITEM_KEYS = {
-    "stable-audio-3": ("path", "entry", "pieces"),
-    "sdxl": ("path", "entry", "caption_entry"),
-}
 
 
 @dataclass(frozen=True)
@@ -82,7 +78,7 @@ def plan(
         version=STAGE_VERSION,
         family=run.family,
         run=asdict(without_steps),
-        items=[[r[k] for k in ITEM_KEYS[run.family]] for r in items.to_dict("records")],
+        items=[[r[k] for k in families.get(run.family).item_keys] for r in items.to_dict("records")],
         base=fingerprint,
         placement=placement.as_dict(),
     )

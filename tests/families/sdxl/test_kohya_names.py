@@ -11,8 +11,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tunesmith.families.sdxl import load_pipeline
 from tunesmith.families.sdxl.kohya_names import diffusers_module, kohya_stem
+from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.tiny import make_tiny_sdxl
 from tunesmith.families.sdxl.train import TARGET_MODULES, SdxlLora
 

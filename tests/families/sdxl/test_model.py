@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tunesmith.families.sdxl import (
+from tunesmith.families.sdxl.model import (
     check_checkpoint,
     encode_captions,
     encode_images,

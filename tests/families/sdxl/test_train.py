@@ -9,7 +9,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from tunesmith.families.sdxl import encode_captions, encode_images, files, load_pipeline
+from tunesmith.families.sdxl import files
+from tunesmith.families.sdxl.model import encode_captions, encode_images, load_pipeline
 from tunesmith.families.sdxl.train import Picture, SdxlLora, time_ids
 
 SIZE = 64

@@ -20,17 +20,13 @@ from diffusers import (
 from safetensors.torch import save_file
 from transformers import AutoTokenizer, GemmaTokenizer, T5GemmaEncoderModel
 
-from tunesmith.families.stable_audio_3 import (
-    REQUIRED_PARTS,
-    check_checkpoint,
-    load_pipeline,
-    model_fingerprint,
-)
+from tunesmith.families.stable_audio_3.model import REQUIRED_PARTS, check_checkpoint, load_pipeline
 from tunesmith.families.stable_audio_3.tiny import (
     TINY_SA3_DOWNSAMPLING_RATIO,
     make_tiny_stable_audio_3,
 )
 from tunesmith.families.tiny import MARKER
+from tunesmith.store.fingerprints import model_fingerprint
 
 PROMPT = "Genre: techno, BPM: 120"
 HOUR_NS = 3600 * 10**9

@@ -2,7 +2,7 @@
 
 import torch
 
-from tunesmith.families.stable_audio_3 import (
+from tunesmith.families.stable_audio_3.model import (
     conditioning,
     encode_audio,
     encode_prompts,

@@ -8,27 +8,3 @@ encode.py   audio -> 48 kHz stereo -> Oobleck latents (25 Hz) -> FSQ codes (5 Hz
 
 The conventions and their sources: docs/conventions/ace-step.md.
 """
-
-from tunesmith.families.ace_step.model import (
-    CODE_PARTS,
-    FAMILY,
-    LATENT_RATE,
-    REQUIRED_PARTS,
-    SAMPLE_RATE,
-    CheckpointReport,
-    check_checkpoint,
-    load_pipeline,
-)
-from tunesmith.store.fingerprints import model_fingerprint
-
-__all__ = [
-    "CODE_PARTS",
-    "FAMILY",
-    "LATENT_RATE",
-    "REQUIRED_PARTS",
-    "SAMPLE_RATE",
-    "CheckpointReport",
-    "check_checkpoint",
-    "load_pipeline",
-    "model_fingerprint",
-]

@@ -1,35 +1,68 @@
 """The `sdxl` family: Stable Diffusion XL as diffusers ships it, trained as kohya and diffusers do.
 
-model.py        the checkpoint folder: check, load; encode pictures (VAE posterior) and captions
+model.py        the base model folder: check, load; encode pictures (VAE posterior) and captions
 encoded.py      stage `encoded`: per picture its posterior, per distinct caption both text
                 encoders' outputs, cached in the store
 train.py        the LoRA objective: the UNet with adapters, its loss, the validation loss
-run.py          stage `adapters`: one run's loop (validation, samples, files, state, cap)
+trainer.py      one run as a trainer of the one loop: passes, holdout, files, state
 files.py        the PEFT and kohya files, and their check
 kohya_names.py  kohya's (Stability's) UNet module names for the kohya file
-sample.py       stage `renders` and the training samples: the pipeline with an adapter
+sample.py       renders and training samples: the pipeline with an adapter
+tiny.py         a tiny SDXL from the real classes
+
+The conventions and their sources: docs/conventions/sdxl.md.
 """
 
-from tunesmith.families.sdxl.model import (
-    FAMILY,
-    REQUIRED_PARTS,
-    check_checkpoint,
-    encode_captions,
-    encode_images,
-    encoder_details,
-    load_pipeline,
-    pixels_to_tensor,
-)
-from tunesmith.store.fingerprints import model_fingerprint
+from __future__ import annotations
 
-__all__ = [
-    "FAMILY",
-    "REQUIRED_PARTS",
-    "check_checkpoint",
-    "encode_captions",
-    "encode_images",
-    "encoder_details",
-    "load_pipeline",
-    "model_fingerprint",
-    "pixels_to_tensor",
-]
+from pathlib import Path
+from types import MappingProxyType
+
+from tunesmith.families import Family
+
+
+class Sdxl(Family):
+    name, title, media = "sdxl", "SDXL", "image"
+    default_base_model = "sdxl"
+    default_for_media = True
+    item_keys = ("path", "entry", "caption_entry")  # its posterior and its caption's encoding
+    files_check = "sdxl_files"
+    backends = MappingProxyType(
+        {"encoded": frozenset({"torch"}), "adapters": frozenset({"torch"}),
+         "renders": frozenset({"torch"})}  # fmt: skip
+    )
+
+    def check_base_model(self, folder: Path) -> None:
+        from tunesmith.families.sdxl.model import check_checkpoint
+
+        check_checkpoint(folder)
+
+    def encode(self, request):
+        from tunesmith.families.sdxl.encoded import build_encoded
+
+        r = request
+        return build_encoded(r.folder, r.labels, r.base_models, r.out, r.store, r.placement,
+                             r.fingerprint_cache, r.runs[0].train.size)  # fmt: skip
+
+    def trainer(self, backend: str) -> type:
+        from tunesmith.families.sdxl.trainer import SdxlTrainer
+
+        return SdxlTrainer
+
+    def renderer(self, run, base_model: Path, placement, adapter: Path):
+        from tunesmith.families.sdxl.sample import Renderer
+
+        return Renderer(base_model, placement, run.train.size, adapter)
+
+    def validate_files(self, path) -> dict[str, str]:
+        from tunesmith.families.sdxl.files import validate_files
+
+        return validate_files(path)
+
+    def make_tiny(self, folder: Path) -> Path:
+        from tunesmith.families.sdxl.tiny import make_tiny_sdxl
+
+        return make_tiny_sdxl(folder)
+
+
+FAMILY = Sdxl()

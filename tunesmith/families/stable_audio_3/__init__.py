@@ -1,31 +1,76 @@
 """The `stable-audio-3` family: Stable Audio 3 as diffusers ships it, trained as underfit does.
 
-model.py     the checkpoint folder: check, load, fingerprint; encode audio and prompts
-encoded.py   stage `encoded`: underfit's pre-encoded layout (<stem>.npy + <stem>.json)
+model.py        the base model folder: check, load; encode audio and prompts
+encoded.py      stage `encoded`: underfit's pre-encoded layout (<stem>.npy + <stem>.json)
+data.py         training items: crops, padding, underfit's draw order
+prompts.py      underfit's prompt templates and trigger
+timesteps.py    the five timestep samplers and the model's shift
+draws.py        what one step draws (shared by the torch and MLX trainers)
+validation.py   the validation loss at fixed levels and noise
+train.py        the objective and the torch trainer; underfit's file names
+files.py        underfit's adapter file: write, read, validate
+names.py        underfit's layer names against diffusers', and the fused QKV rows
+sample.py       renders and training samples through the diffusers pipeline
+tiny.py         a tiny Stable Audio 3 from the real classes
+mlx/            the DiT in MLX, its weight conversion, and the MLX trainer
+
+The conventions and their sources: docs/conventions/stable-audio-3.md.
 """
 
-from tunesmith.families.stable_audio_3.model import (
-    FAMILY,
-    REQUIRED_PARTS,
-    SAMPLE_RATE,
-    check_checkpoint,
-    conditioning,
-    encode_audio,
-    encode_prompts,
-    encoder_details,
-    load_pipeline,
-)
-from tunesmith.store.fingerprints import model_fingerprint
+from __future__ import annotations
 
-__all__ = [
-    "FAMILY",
-    "REQUIRED_PARTS",
-    "SAMPLE_RATE",
-    "check_checkpoint",
-    "conditioning",
-    "encode_audio",
-    "encode_prompts",
-    "encoder_details",
-    "load_pipeline",
-    "model_fingerprint",
-]
+from pathlib import Path
+from types import MappingProxyType
+
+from tunesmith.families import Family
+
+
+class StableAudio3(Family):
+    name, title, media = "stable-audio-3", "Stable Audio 3", "audio"
+    default_base_model = "stable-audio-3"
+    default_for_media = True
+    item_keys = ("path", "entry", "pieces")  # its latents and its prompt pieces
+    files_check = "underfit_contract"
+    backends = MappingProxyType(
+        {"encoded": frozenset({"torch"}), "adapters": frozenset({"torch", "mlx"}),
+         "renders": frozenset({"torch"})}  # fmt: skip
+    )
+
+    def check_base_model(self, folder: Path) -> None:
+        from tunesmith.families.stable_audio_3.model import check_checkpoint
+
+        check_checkpoint(folder)
+
+    def encode(self, request):
+        from tunesmith.families.stable_audio_3.encoded import build_encoded
+
+        r = request
+        return build_encoded(r.folder, r.labels, r.base_models, r.out, r.store, r.placement,
+                             r.fingerprint_cache)  # fmt: skip
+
+    def trainer(self, backend: str) -> type:
+        if backend == "mlx":
+            from tunesmith.families.stable_audio_3.mlx.trainer import MlxTrainer
+
+            return MlxTrainer
+        from tunesmith.families.stable_audio_3.train import TorchTrainer
+
+        return TorchTrainer
+
+    def renderer(self, run, base_model: Path, placement, adapter: Path):
+        from tunesmith.families.stable_audio_3.sample import Renderer
+
+        return Renderer(base_model, placement, adapter)
+
+    def validate_files(self, path) -> dict[str, str]:
+        from tunesmith.families.stable_audio_3.files import validate_file
+
+        return validate_file(path).metadata
+
+    def make_tiny(self, folder: Path) -> Path:
+        from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
+
+        return make_tiny_stable_audio_3(folder)
+
+
+FAMILY = StableAudio3()
