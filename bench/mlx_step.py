@@ -80,9 +80,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from tunesmith.backends.placement import Placement
+    from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
+    from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
     from tunesmith.families.stable_audio_3.mlx.trainer import MLXObjective
     from tunesmith.families.stable_audio_3.train import Objective
-    from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
+    from tunesmith.train.config import RunConfig
 
     torch_device, mlx_device = devices()
     run = RunConfig("bench", "stable-audio-3", "", "zq", AdapterConfig(type="dora-rows", rank=RANK),

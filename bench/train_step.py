@@ -81,8 +81,10 @@ def items(n: int = 6):
 
 def ours(folder: Path, steps: int, device: str) -> dict:
     from tunesmith.backends.placement import Placement
+    from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
+    from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
     from tunesmith.families.stable_audio_3.train import TorchTrainer
-    from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
+    from tunesmith.train.config import RunConfig
     from tunesmith.train.loop import train
 
     run = RunConfig(

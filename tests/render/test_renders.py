@@ -5,12 +5,15 @@ from pathlib import Path
 import pytest
 
 from tunesmith.backends.placement import Placement
+from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
+from tunesmith.families.stable_audio_3.config import Sa3Demo as DemoConfig
+from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
 from tunesmith.families.stable_audio_3.model import SAMPLE_RATE
 from tunesmith.families.stable_audio_3.sample import Renderer
 from tunesmith.media.writers import wav_bytes
 from tunesmith.render.demos import build_renders
 from tunesmith.store import Store
-from tunesmith.train.config import AdapterConfig, DemoConfig, RunConfig, TrainConfig
+from tunesmith.train.config import RunConfig
 
 CPU = Placement("torch", "cpu", "float32", "test")
 DEMOS = (

@@ -65,8 +65,14 @@ family = "stable-audio-3"
         ("[[runs]\n", "not valid TOML"),
         ('[[runs]]\nfamily = "sdxl"\n[runs.train]\nsize = 100', "size must be a positive multiple"),
         ('[[runs]]\nfamily = "sdxl"\n[runs.train]\ncap = 0', "cap must be a number of gigabytes"),
-        ('[[runs]]\nfamily = "sdxl"\n[runs.train]\ncfg_dropout = 0.2', "cfg_dropout: not used by"),
-        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nsize = 512', "size: not used by"),
+        (
+            '[[runs]]\nfamily = "sdxl"\n[runs.train]\ncfg_dropout = 0.2',
+            r"train: unknown key\(s\) cfg_dropout; allowed: ",
+        ),
+        (
+            '[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nsize = 512',
+            r"train: unknown key\(s\) size; allowed: ",
+        ),
         ('[[runs]]\nfamily = "sdxl"\n[runs.adapter]\ntype = "dora-rows"', "sdxl family trains"),
     ],
 )

@@ -52,6 +52,26 @@ class EncodeRequest:
     fingerprint_cache: Path
 
 
+@dataclass(frozen=True)
+class ConfigSections:
+    """A family's `[runs.adapter]`, `[runs.train]` and `[[runs.demos]]` tables: the dataclasses
+    that hold them (subclasses of those in tunesmith.train.config), the demos a run without any
+    gets, and the family's own checks of the values (`problems(run)` → messages)."""
+
+    adapter: type
+    train: type
+    demo: type
+    # an empty prompt and the trigger word, each with its seed
+    default_demos: tuple[dict, ...] = (
+        {"prompt": "", "seed": 42},
+        {"prompt": "{trigger}", "seed": 43},
+    )
+    check: Any = None  # (run) → list[str]
+
+    def problems(self, run) -> list[str]:
+        return list(self.check(run)) if self.check else []
+
+
 class Family:
     """The hooks a family implements (see the module docstring); class attributes say the rest."""
 
@@ -63,6 +83,7 @@ class Family:
     files_check: str = ""  # the name of the asset check of its adapter files
     backends: Mapping[str, frozenset[str]] = MappingProxyType({})  # stage → its backends
     default_for_media: bool = False  # the family a folder of its media trains without a config
+    config: ConfigSections  # its run sections
 
     def check_base_model(self, folder: Path) -> None:
         raise NotImplementedError

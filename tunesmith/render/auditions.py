@@ -68,7 +68,7 @@ def audition_spec(
         sides = {s: _media(r, rel) for s, r in pair.items()}
         sides["adapter"].update(strength=demo.strength, step=int(trained["best_step"]))
         prompts.append({"id": f"demo{index}", "prompt": demo.prompt, "seed": demo.seed,
-                        "duration": demo.duration, "steps": demo.steps, "cfg": demo.cfg,
+                        "duration": getattr(demo, "duration", None), "steps": demo.steps, "cfg": demo.cfg,
                         **sides})  # fmt: skip
     lineage = _lineage(run.family, trained["best_path"])
     return {

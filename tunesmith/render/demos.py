@@ -115,8 +115,10 @@ class _RunRenders:
         run = self.run
         self.made = self.made or self.renderer(run, self.adapter)
         rendered = self.made.render(demo, strength)
-        size = run.train.size
-        settings = {"width": size, "height": size} if self.image else {"duration": demo.duration}
+        if self.image:
+            settings = {"width": run.train.size, "height": run.train.size}
+        else:
+            settings = {"duration": demo.duration}
         sidecar = {
             "prompt": demo.prompt, "seed": demo.seed, **settings,
             "steps": demo.steps, "cfg": demo.cfg, "side": side,

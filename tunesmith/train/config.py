@@ -10,25 +10,24 @@
     rank = 16
     [runs.train]
     steps = 200
+    [[runs.demos]]
+    prompt = "{trigger}, a loop"
 
-Every key not given takes the family's default; an unknown key is an error that lists the
-allowed ones. The file's `[dataset]` table belongs to the labels stage. Without `[[runs]]`
-(or without a `tunesmith.toml`), one run of the family that fits the media
-(audio → stable-audio-3, images → sdxl) with its defaults. One override path:
-tunesmith.toml → Dagster run config → command line; the resolved config is written
-beside every adapter.
+A run's `adapter`, `train` and `demos` tables are its family's sections: each family declares
+their keys and defaults (`tunesmith/families/<family>/config.py`) on the shared ones here,
+and checks its own values. Every key not given takes the family's default; an unknown key is
+an error that lists the family's keys. The file's `[dataset]` table belongs to the labels
+stage. Without `[[runs]]` (or without a `tunesmith.toml`), one run of the family that trains
+the dataset's media by default, with its defaults. One override path: tunesmith.toml →
+Dagster run config → command line; the resolved config is written beside every adapter.
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
-
-FAMILIES = ("stable-audio-3", "sdxl", "ace-step")
-ADAPTER_TYPES = ("lora", "dora-rows")
-TIMESTEP_SAMPLERS = ("uniform", "logit_normal", "trunc_logit_normal", "log_snr", "log_snr_uniform")
 
 
 class ConfigError(ValueError):
@@ -37,11 +36,11 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class AdapterConfig:
-    type: str = "dora-rows"  # underfit's product default (its dashboard), not its config-layer lora
-    rank: int = 16  # underfit's README default
-    alpha: float | None = None  # None: alpha = rank (underfit)
-    include: tuple[str, ...] = ()  # substrings of checkpoint-convention names; [i-j] ranges
-    exclude: tuple[str, ...] = ()
+    """What every family's adapter section has."""
+
+    type: str = "lora"
+    rank: int = 16
+    alpha: float | None = None  # None: alpha = rank
 
     @property
     def scale_alpha(self) -> float:
@@ -50,19 +49,16 @@ class AdapterConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
+    """What every family's train section has."""
+
     steps: int = 1000
-    lr: float = 1e-4  # underfit's dashboard default
-    batch_size: int = 1  # underfit defaults.ini
-    seed: int = 42  # underfit
-    grad_clip: float = 0.0  # off, as underfit; the dashboard passes 1.0
-    timestep_sampler: str = "uniform"  # underfit's default
-    cfg_dropout: float = 0.1  # underfit dit.py: whole cross-attention conditioning zeroed
-    latent_crop_length: int = 1300  # underfit: sm-music/sfx ≈ 120 s
-    checkpoint_every: int = 1000  # underfit
+    lr: float = 1e-4
+    batch_size: int = 1
+    seed: int = 42
+    grad_clip: float = 0.0  # off
+    checkpoint_every: int = 1000  # the full state (and the family's periodic files)
     eval_every: int = 100  # validation (and samples) cadence
-    holdout: int | None = None  # None: a tenth of the items, 1 to 4
-    trigger_probability: float = 0.8  # underfit prompt templates: trigger prepended 80%
-    size: int = 1024  # images: the square side pictures are fitted to (SDXL's own 1024)
+    holdout: int | None = None  # None: a tenth of the items, 1 to 4 (tunesmith.train.holdout)
     cap: float | None = None  # GB the run may use; None: three quarters of the machine's
 
 
@@ -72,15 +68,9 @@ class DemoConfig:
 
     prompt: str = ""  # "{trigger}" is replaced by the run's trigger word
     seed: int = 42
-    duration: float = 10.0  # seconds
-    steps: int = 50  # underfit's demo_steps
-    cfg: float = 7.0  # underfit's demo cfg scale
+    steps: int = 50
+    cfg: float = 7.0
     strength: float = 1.0  # adapter strength for the adapter side
-
-
-# The family's default demos: an empty prompt and one with the trigger word.
-DEFAULT_DEMOS = ({"prompt": "", "seed": 42}, {"prompt": "{trigger}", "seed": 43})
-MAX_DEMO_SECONDS = 600.0  # Stable Audio 3 is trained on up to 600 s (underfit's cap)
 
 
 @dataclass(frozen=True)
@@ -89,31 +79,21 @@ class RunConfig:
     family: str
     base_model: str
     trigger: str = ""
-    adapter: AdapterConfig = field(default_factory=AdapterConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    demos: tuple[DemoConfig, ...] = ()
+    adapter: Any = None  # the family's adapter section (an AdapterConfig subclass)
+    train: Any = None  # the family's train section (a TrainConfig subclass)
+    demos: tuple = ()  # the family's demo sections
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-# Family defaults, applied before the user's keys.
-FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "stable-audio-3": {"base_model": "stable-audio-3", "adapter": {}, "train": {}},
-    "sdxl": {"base_model": "sdxl", "adapter": {"type": "lora"}, "train": {}},
-    "ace-step": {"base_model": "ace-step", "adapter": {"type": "lora"}, "train": {}},
-}
-FAMILY_FOR_MEDIA = {"audio": "stable-audio-3", "image": "sdxl"}
-MEDIA_OF_FAMILY = {"stable-audio-3": "audio", "sdxl": "image", "ace-step": "audio"}
-# Train keys a family has no use for: setting one is an error, not a silent no-op.
-UNUSED_TRAIN_KEYS = {
-    "sdxl": {"timestep_sampler", "cfg_dropout", "latent_crop_length", "trigger_probability"},
-    "stable-audio-3": {"size"},
-}
+RUN_KEYS = {f.name for f in fields(RunConfig)}
 
 
 def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
     """The runs of a dataset: its `tunesmith.toml`, or one default run for its media."""
+    from tunesmith import families
+
     path = folder / "tunesmith.toml"
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -121,7 +101,7 @@ def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
     _check_keys(document, {"runs", "dataset"}, str(path))  # [dataset]: tunesmith.dataset.settings
     if "runs" not in document:
-        family = FAMILY_FOR_MEDIA[media_kind]
+        family = families.for_media(media_kind).name
         return [resolve_run({"name": f"{family}-default", "family": family}, path, 0)]
     runs = document.get("runs", [])
     if not isinstance(runs, list) or not runs:
@@ -134,58 +114,56 @@ def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
 
 
 def resolve_run(raw: dict[str, Any], path: Path, index: int) -> RunConfig:
+    from tunesmith import families
+
     where = f"{path} [[runs]] #{index + 1}"
-    _check_keys(raw, {f.name for f in fields(RunConfig)}, where)
-    family = raw.get("family", "")
-    if family not in FAMILIES:
-        raise ConfigError(f"{where}: family must be one of {', '.join(FAMILIES)}, got {family!r}")
-    defaults = FAMILY_DEFAULTS[family]
-    adapter_raw = {**defaults["adapter"], **raw.get("adapter", {})}
-    train_raw = {**defaults["train"], **raw.get("train", {})}
-    _check_keys(adapter_raw, {f.name for f in fields(AdapterConfig)}, f"{where} adapter")
-    _check_keys(train_raw, {f.name for f in fields(TrainConfig)}, f"{where} train")
-    given = raw.get("train", {})
-    unused = sorted(
-        k
-        for k in UNUSED_TRAIN_KEYS.get(family, set()) & set(given)
-        if given[k] != getattr(TrainConfig, k)  # a resolved run carries every default
-    )
-    if unused:
-        raise ConfigError(f"{where} train: {', '.join(unused)}: not used by the {family} family")
-    for key in ("include", "exclude"):
-        if key in adapter_raw:
-            adapter_raw[key] = tuple(adapter_raw[key])
+    _check_keys(raw, RUN_KEYS, where)
+    known = families.all_families()
+    family = known.get(raw.get("family", ""))
+    if family is None:
+        raise ConfigError(
+            f"{where}: family must be one of {', '.join(sorted(known))}, got {raw.get('family')!r}"
+        )
+    sections = family.config
+    trigger = str(raw.get("trigger", ""))
+    adapter = _section(sections.adapter, raw.get("adapter", {}), f"{where} adapter")
+    train = _section(sections.train, raw.get("train", {}), f"{where} train")
     demos = tuple(
-        _demo(d, f"{where} demos #{i + 1}", str(raw.get("trigger", "")))
-        for i, d in enumerate(raw.get("demos") or DEFAULT_DEMOS)
+        _demo(sections.demo, d, f"{where} demos #{i + 1}", trigger)
+        for i, d in enumerate(raw.get("demos") or sections.default_demos)
     )
     run = RunConfig(
-        name=str(raw.get("name") or f"{family}-{index + 1}"),
-        family=family,
-        base_model=str(raw.get("base_model", defaults["base_model"])),
-        trigger=str(raw.get("trigger", "")),
-        adapter=AdapterConfig(**adapter_raw),
-        train=TrainConfig(**train_raw),
+        name=str(raw.get("name") or f"{family.name}-{index + 1}"),
+        family=family.name,
+        base_model=str(raw.get("base_model", family.default_base_model)),
+        trigger=trigger,
+        adapter=adapter,
+        train=train,
         demos=tuple(dict.fromkeys(demos)),  # the defaults coincide when there is no trigger
     )
-    _validate(run, where)
+    validate(run, where)
     return run
 
 
-def _demo(raw: Any, where: str, trigger: str) -> DemoConfig:
-    if isinstance(raw, DemoConfig):
-        return raw
+def _section(cls: type, raw: Any, where: str):
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a table of demo settings, got {raw!r}")
-    _check_keys(raw, {f.name for f in fields(DemoConfig)}, where)
-    demo = DemoConfig(**{**raw, "prompt": str(raw.get("prompt", "")).replace("{trigger}", trigger)})
+        raise ConfigError(f"{where}: expected a table, got {raw!r}")
+    _check_keys(raw, {f.name for f in fields(cls)}, where)
+    lists = {k: tuple(v) for k, v in raw.items() if isinstance(v, list)}  # frozen: tuples
+    return cls(**{**raw, **lists})
+
+
+def _demo(cls: type, raw: Any, where: str, trigger: str):
+    if isinstance(raw, cls):
+        return raw
+    demo = _section(cls, raw, where)
+    demo = replace(demo, prompt=str(demo.prompt).replace("{trigger}", trigger))
     problems = []
     if isinstance(demo.seed, bool) or not isinstance(demo.seed, int):
         problems.append(f"seed must be an integer, got {demo.seed!r}")
-    if not isinstance(demo.duration, int | float) or not 0 < demo.duration <= MAX_DEMO_SECONDS:
-        problems.append(f"duration must be in (0, {MAX_DEMO_SECONDS:.0f}] s, got {demo.duration!r}")
     if isinstance(demo.steps, bool) or not isinstance(demo.steps, int) or demo.steps < 1:
         problems.append(f"steps must be an integer ≥ 1, got {demo.steps!r}")
+    problems += demo.problems() if hasattr(demo, "problems") else []
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))
     return demo
@@ -197,7 +175,7 @@ def with_overrides(run: RunConfig, overrides: dict[str, Any]) -> RunConfig:
     train = replace(run.train, **overrides.get("train", {}))
     top = {k: v for k, v in overrides.items() if k not in ("adapter", "train")}
     updated = replace(run, adapter=adapter, train=train, **top)
-    _validate(updated, f"overrides for run {run.name!r}")
+    validate(updated, f"overrides for run {run.name!r}")
     return updated
 
 
@@ -209,43 +187,31 @@ def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
         )
 
 
-def _validate(run: RunConfig, where: str) -> None:
+def validate(run: RunConfig, where: str) -> None:
+    """The shared checks, then the family's own (`Family.config.problems`)."""
+    from tunesmith import families
+
     a, t = run.adapter, run.train
     problems = []
-    if a.type not in ADAPTER_TYPES:
-        problems.append(f"adapter.type must be one of {', '.join(ADAPTER_TYPES)}, got {a.type!r}")
-    if run.family == "sdxl" and (a.type != "lora" or a.include or a.exclude):
-        problems.append(
-            "the sdxl family trains adapter.type lora on every attention projection of the "
-            "UNet (no include/exclude)"
-        )
-    if not isinstance(a.rank, int) or a.rank < 1:
+    if isinstance(a.rank, bool) or not isinstance(a.rank, int) or a.rank < 1:
         problems.append(f"adapter.rank must be an integer ≥ 1, got {a.rank!r}")
-    if a.alpha is not None and a.alpha <= 0:
+    if a.alpha is not None and not a.alpha > 0:
         problems.append(f"adapter.alpha must be > 0, got {a.alpha!r}")
     if not t.lr > 0:
         problems.append(f"train.lr must be > 0, got {t.lr!r}")
-    for key in ("steps", "batch_size", "latent_crop_length", "checkpoint_every", "eval_every"):
+    for key in ("steps", "batch_size", "checkpoint_every", "eval_every"):
         value = getattr(t, key)
-        if not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             problems.append(f"train.{key} must be an integer ≥ 1, got {value!r}")
-    if t.timestep_sampler not in TIMESTEP_SAMPLERS:
-        problems.append(
-            f"train.timestep_sampler must be one of {', '.join(TIMESTEP_SAMPLERS)}, "
-            f"got {t.timestep_sampler!r}"
-        )
-    if not 0 <= t.cfg_dropout < 1:
-        problems.append(f"train.cfg_dropout must be in [0, 1), got {t.cfg_dropout!r}")
     if t.grad_clip < 0:
         problems.append(f"train.grad_clip must be ≥ 0 (0 = off), got {t.grad_clip!r}")
-    if not isinstance(t.size, int) or t.size < 8 or t.size % 8:
-        problems.append(f"train.size must be a positive multiple of 8, got {t.size!r}")
     if t.cap is not None and (
         isinstance(t.cap, bool) or not isinstance(t.cap, int | float) or not t.cap > 0
     ):
         problems.append(f"train.cap must be a number of gigabytes > 0, got {t.cap!r}")
     if t.holdout is not None and t.holdout < 0:
         problems.append(f"train.holdout must be ≥ 0, got {t.holdout!r}")
+    problems += families.get(run.family).config.problems(run)
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))
 

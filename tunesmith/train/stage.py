@@ -78,7 +78,9 @@ def plan(
         version=STAGE_VERSION,
         family=run.family,
         run=asdict(without_steps),
-        items=[[r[k] for k in families.get(run.family).item_keys] for r in items.to_dict("records")],
+        items=[
+            [r[k] for k in families.get(run.family).item_keys] for r in items.to_dict("records")
+        ],
         base=fingerprint,
         placement=placement.as_dict(),
     )

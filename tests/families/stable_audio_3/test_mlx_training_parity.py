@@ -21,11 +21,13 @@ import torch
 
 from tunesmith.adapters import mlx_lora, torch_lora
 from tunesmith.backends.placement import Placement
+from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
+from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
 from tunesmith.families.stable_audio_3.data import Batch
 from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx import trainer as mlx_train
 from tunesmith.families.stable_audio_3.train import Objective, read_adapter
-from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
+from tunesmith.train.config import RunConfig
 
 MIN_GRAD_COSINE = 0.9999
 MIN_OUTPUT_PSNR_DB = 70.0

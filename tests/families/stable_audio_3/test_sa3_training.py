@@ -11,10 +11,12 @@ from diffusers.models.transformers import transformer_stable_audio3 as sa3_dit
 
 from tunesmith.adapters import torch_lora
 from tunesmith.backends.placement import Placement
+from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
+from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
 from tunesmith.families.stable_audio_3.data import Item, Sampler, crop
 from tunesmith.families.stable_audio_3.files import validate_file
 from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer, read_adapter
-from tunesmith.train.config import AdapterConfig, RunConfig, TrainConfig
+from tunesmith.train.config import RunConfig
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.loop import train
 from tunesmith.train.state import ResumeError

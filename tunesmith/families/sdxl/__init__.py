@@ -18,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import MappingProxyType
 
-from tunesmith.families import Family
+from tunesmith.families import ConfigSections, Family
+from tunesmith.families.sdxl import config as settings
 
 
 class Sdxl(Family):
@@ -26,10 +27,16 @@ class Sdxl(Family):
     default_base_model = "sdxl"
     default_for_media = True
     item_keys = ("path", "entry", "caption_entry")  # its posterior and its caption's encoding
+    config = ConfigSections(
+        settings.SdxlAdapter, settings.SdxlTrain, settings.SdxlDemo, check=settings.problems
+    )
     files_check = "sdxl_files"
     backends = MappingProxyType(
-        {"encoded": frozenset({"torch"}), "adapters": frozenset({"torch"}),
-         "renders": frozenset({"torch"})}  # fmt: skip
+        {
+            "encoded": frozenset({"torch"}),
+            "adapters": frozenset({"torch"}),
+            "renders": frozenset({"torch"}),
+        }  # fmt: skip
     )
 
     def check_base_model(self, folder: Path) -> None:

@@ -22,7 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import MappingProxyType
 
-from tunesmith.families import Family
+from tunesmith.families import ConfigSections, Family
+from tunesmith.families.stable_audio_3 import config as settings
 
 
 class StableAudio3(Family):
@@ -30,10 +31,16 @@ class StableAudio3(Family):
     default_base_model = "stable-audio-3"
     default_for_media = True
     item_keys = ("path", "entry", "pieces")  # its latents and its prompt pieces
+    config = ConfigSections(
+        settings.Sa3Adapter, settings.Sa3Train, settings.Sa3Demo, check=settings.problems
+    )
     files_check = "underfit_contract"
     backends = MappingProxyType(
-        {"encoded": frozenset({"torch"}), "adapters": frozenset({"torch", "mlx"}),
-         "renders": frozenset({"torch"})}  # fmt: skip
+        {
+            "encoded": frozenset({"torch"}),
+            "adapters": frozenset({"torch", "mlx"}),
+            "renders": frozenset({"torch"}),
+        }  # fmt: skip
     )
 
     def check_base_model(self, folder: Path) -> None:
