@@ -10,6 +10,9 @@ from pathlib import Path
 
 import dagster as dg
 import pandas as pd
+from dagster._core.errors import (
+    DagsterPipesExecutionError,  # raised by the Pipes client; not re-exported
+)
 
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
@@ -122,7 +125,7 @@ def _run_child(context, plan: engine.RunPlan, extras: dict, error_path: Path) ->
         dg.PipesSubprocessClient().run(
             command=[sys.executable, "-m", "pipelines.train_child"], context=context, extras=extras
         )
-    except dg.DagsterPipesExecutionError as exc:
+    except DagsterPipesExecutionError as exc:  # the process failed or was killed
         # One line for a person: the child's own reason when it could write one, else what
         # is known from outside (it was killed), and what was kept either way.
         reason = (

@@ -17,9 +17,11 @@ import dagster as dg
 
 from pipelines.definitions import ASSETS, defs
 from pipelines.instance import launcher_tags, open_instance, watch_pool
+from resources.storage import StorageResource
 
-# Dagster's console logger prints every engine event at DEBUG; the summary says enough.
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# Dagster's console logger prints every engine event, and a failed step's whole stack; the
+# summary says what failed in one line, and `tunesmith ui` keeps the full logs.
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 STAGES = [a.key.to_user_string() for a in ASSETS]  # in dependency order
 
 
@@ -38,6 +40,7 @@ def build(keys: list[str]) -> int:
                 tags=launcher_tags(),
             )
         print("\n".join(summary(result)), flush=True)
+        print(f"  report: {StorageResource().dataset_out(key) / 'report.json'}", flush=True)
         failed += not result.success
     return 1 if failed else 0
 
@@ -79,11 +82,17 @@ def summary(result: dg.ExecuteInProcessResult) -> list[str]:
 
 
 def failure_reason(event: dg.DagsterEvent) -> str:
-    """One line: a user error's own words (dg.Failure), else the exception's last line."""
+    """One line: a user error's own words (a dg.Failure, wherever Dagster wrapped it), else
+    the innermost exception's message."""
     data = event.step_failure_data
     if data.user_failure_data and data.user_failure_data.description:
         return data.user_failure_data.description
-    lines = (data.error.message if data.error else "unknown error").strip().splitlines()
+    error, innermost = data.error, None
+    while error is not None:
+        if error.cls_name == "Failure":
+            return error.message.split(": ", 1)[-1].strip()
+        innermost, error = error, error.cause or error.context
+    lines = (innermost.message if innermost else "unknown error").strip().splitlines()
     return lines[-1] if lines else "unknown error"
 
 

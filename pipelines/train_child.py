@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +26,9 @@ from tunesmith.train.trainer import TrainingError
 EXPECTED = (DiskFull, TrainingError, ResumeError, ConfigError, MemoryError)
 
 
-def main() -> None:
+def main() -> int:
+    """0 when trained; 1 on a stop a person can act on, its reason written for the asset (no
+    traceback: the asset reports the one line). Anything else raises as usual."""
     with open_dagster_pipes() as pipes:
         extras = pipes.extras
         try:
@@ -35,7 +38,8 @@ def main() -> None:
             with contextlib.suppress(OSError):  # the disk may be the problem
                 Path(extras["error_path"]).write_text(json.dumps({"error": reason}))
             pipes.log.error(reason)
-            raise
+            return 1
+    return 0
 
 
 def train(pipes, extras: dict) -> None:
@@ -58,4 +62,4 @@ def train(pipes, extras: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -309,3 +309,18 @@ def test_a_full_disk_is_one_line_and_the_next_build_continues(world, built, refe
         assert world.outputs() == reference
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_deleted_adapter_file_is_written_again_from_the_state(world, reference):
+    world.rebuild()
+    run_dir = world.run_dir()
+    best = next((run_dir / "checkpoints").glob("*-best-step=*.safetensors"))
+    last = run_dir / "checkpoints" / "clips-lora-step=40-epoch=13.safetensors"
+    last = last if last.exists() else sorted((run_dir / "checkpoints").glob("*-step=40-*"))[0]
+    best.unlink()
+    last.unlink()
+    status = world.status()
+    assert f"{best} is missing" in status or f"{last} is missing" in status, status
+    out = world.rebuild()
+    assert "adapters   items    1  computed    1" in out  # trained 0 steps: files rewritten
+    assert world.outputs() == reference
