@@ -87,13 +87,13 @@ def make_examples(datasets_root: Path, models_root: Path | None = None) -> dict[
     `models_root`, when given); returns name → folder."""
     from tunesmith.examples.loops import make_loops
     from tunesmith.examples.rings import make_rings
-    from tunesmith.store.atomic import atomic_write_text
+    from tunesmith.store.atomic import write_if_changed
 
     folders = {"loops": datasets_root / "loops", "rings": datasets_root / "rings"}
     make_loops(folders["loops"])
-    atomic_write_text(folders["loops"] / "tunesmith.toml", LOOPS_TOML)
+    write_if_changed(folders["loops"] / "tunesmith.toml", LOOPS_TOML.encode())
     make_rings(folders["rings"])
-    atomic_write_text(folders["rings"] / "tunesmith.toml", RINGS_TOML)
+    write_if_changed(folders["rings"] / "tunesmith.toml", RINGS_TOML.encode())
     if models_root is not None:
         from tunesmith.families.sdxl.tiny import make_tiny_sdxl
         from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3

@@ -30,7 +30,7 @@ import mutagen.wave
 import numpy as np
 import soundfile as sf
 
-from tunesmith.store.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+from tunesmith.store.atomic import json_bytes, write_if_changed
 
 SAMPLE_RATE = 44100
 SEED = 20261130  # mixed with the crc32 of the stem: reordering LOOPS changes no clip
@@ -97,19 +97,20 @@ LOOPS: tuple[LoopSpec, ...] = (
 def make_loops(folder: Path) -> list[Path]:
     """Write every clip of LOOPS and its labels into `folder`; return the audio paths in order.
 
-    Idempotent: a second run writes the same bytes. Each file is written under a temporary
-    name and renamed, so an interrupted run leaves no half-written file.
+    Idempotent: a second run leaves every file untouched (bytes and modification time, so the
+    manifest and the folder sensor see no change). Each file is written under a temporary name
+    and renamed, so an interrupted run leaves no half-written file.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for spec in LOOPS:
         path = folder / spec.filename
-        atomic_write_bytes(path, _encode(render_loop(spec), spec))
+        write_if_changed(path, _encode(render_loop(spec), spec))
         if spec.labels in ("json", "json+txt"):
-            atomic_write_json(folder / f"{spec.stem}.json", _json_tags(spec))
+            write_if_changed(folder / f"{spec.stem}.json", json_bytes(_json_tags(spec)))
         if spec.labels in ("txt", "json+txt"):
-            atomic_write_text(folder / f"{spec.stem}.txt", spec.caption + "\n")
+            write_if_changed(folder / f"{spec.stem}.txt", f"{spec.caption}\n".encode())
         paths.append(path)
     return paths
 

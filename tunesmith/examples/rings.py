@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from tunesmith.store.atomic import atomic_write_bytes, atomic_write_text
+from tunesmith.store.atomic import write_if_changed
 
 TRIGGER = "rngstyle"
 COUNT = 12
@@ -42,8 +42,8 @@ def make_rings(folder: Path, count: int = COUNT, seed: int = 7) -> list[Path]:
         path = folder / f"rings_{i:02d}{ext}"
         buffer = io.BytesIO()
         image.save(buffer, format=fmt, **({"quality": 95} if fmt == "JPEG" else {}))
-        atomic_write_bytes(path, buffer.getvalue())
-        atomic_write_text(path.with_suffix(".txt"), caption + "\n")
+        write_if_changed(path, buffer.getvalue())
+        write_if_changed(path.with_suffix(".txt"), f"{caption}\n".encode())
         written.append(path)
     return written
 

@@ -28,7 +28,7 @@ import numpy as np
 import soundfile as sf
 
 from tunesmith.examples.loops import PEAK, SAMPLE_RATE, LoopSpec, render_loop
-from tunesmith.store.atomic import atomic_write_bytes, atomic_write_text
+from tunesmith.store.atomic import write_if_changed
 
 LANGUAGE = "en"  # the language every sung clip is in (a dataset declares it, never detects it)
 VOICE_LEVEL = 0.5  # the voice's peak against the backing's -1 dBFS
@@ -101,11 +101,11 @@ def make_songs(folder: Path) -> list[Path]:
         path = folder / f"{spec.stem}.wav"
         buffer = io.BytesIO()
         sf.write(buffer, render_song(spec), SAMPLE_RATE, subtype="PCM_16", format="WAV")
-        atomic_write_bytes(path, buffer.getvalue())
-        atomic_write_text(folder / f"{spec.stem}.txt", spec.caption + "\n")
+        write_if_changed(path, buffer.getvalue())
+        write_if_changed(folder / f"{spec.stem}.txt", f"{spec.caption}\n".encode())
         lyrics = folder / f"{spec.stem}.lyrics.txt"
         if spec.lyrics is not None:
-            atomic_write_text(lyrics, spec.lyrics)
+            write_if_changed(lyrics, spec.lyrics.encode())
         else:
             lyrics.unlink(missing_ok=True)  # an instrumental has none, even after an edit
         paths.append(path)
