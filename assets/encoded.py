@@ -34,6 +34,9 @@ def encoded(
     frames, keys, skipped, results = [], [], [], []
     for family in families.all_families().values():
         chosen = [r for r in runs if r.family == family.name]
+        usable, missing = _base_models(family, chosen, roots.models)
+        skipped += missing
+        chosen = [r for r in chosen if base_model_folder(r, roots.models) in usable]
         if not chosen:
             continue
         placement = compute.placement("encoded", family.name, family.backends_for("encoded"))
@@ -41,7 +44,7 @@ def encoded(
             folder=folder,
             labels=labels,
             runs=chosen,
-            base_models=sorted({base_model_folder(r, roots.models) for r in chosen}),
+            base_models=sorted(usable),
             out=storage.dataset_out(key),
             store=store,
             placement=placement,
@@ -74,3 +77,22 @@ def encoded(
     for item in result.skipped:
         context.log.warning(f"skipped {item.path}: {item.reason}")
     return stage_output(frame, result, storage.dataset_out(key), store=store)
+
+
+def _base_models(family, runs, models_root) -> tuple[set, list[Skipped]]:
+    """The runs' base model folders that are whole, and one message per one that is not (not
+    one per item): what is missing, and where to get the model."""
+    usable, missing = set(), []
+    for folder in sorted({base_model_folder(r, models_root) for r in runs}):
+        try:
+            family.check_base_model(folder)
+            usable.add(folder)
+        except ValueError as exc:
+            names = ", ".join(r.name for r in runs if base_model_folder(r, models_root) == folder)
+            reason = (
+                f"{exc}\nRun(s) {names} are not trained. Put the {family.title} base model in "
+                f'diffusers\' layout at {folder} (README, section "Base models"), or set '
+                "base_model in the dataset's tunesmith.toml."
+            )
+            missing.append(Skipped(f"base model {folder.name}", reason))
+    return usable, missing

@@ -9,7 +9,7 @@ from resources.storage import StorageResource
 from tunesmith.dataset import labels as engine
 from tunesmith.dataset import review
 from tunesmith.dataset.manifest import Manifest
-from tunesmith.store.atomic import atomic_write_json
+from tunesmith.store.atomic import json_bytes, write_if_changed
 
 
 @stage_asset(
@@ -43,7 +43,7 @@ def labels(
         context.log.info(f"ignored {ignored['path']}: {ignored['reason']}")
     out = storage.dataset_out(key)
     side_step = out / "dataset.json"
-    atomic_write_json(side_step, engine.side_step_dataset(result, folder, key))
+    write_if_changed(side_step, json_bytes(engine.side_step_dataset(result, folder, key)))
     return stage_output(
         result.frame,
         result.result,

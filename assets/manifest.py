@@ -7,6 +7,7 @@ from assets.common import stage_asset, stage_output
 from resources.compute import ComputeResource
 from resources.storage import StorageResource
 from tunesmith.dataset import manifest as engine
+from tunesmith.train.config import dataset_runs
 
 
 @stage_asset(
@@ -20,11 +21,15 @@ def manifest(
 ) -> dg.Output:
     key = context.partition_key
     folder = storage.dataset_folder(key)
+    dataset_runs(folder)  # a broken tunesmith.toml stops the build here, before any work
     hash_cache = storage.roots().store / "hashes" / f"{key}.json"
     result_manifest, result = engine.build_manifest(folder, hash_cache, compute.pool_size())
     for skipped in result.skipped:
         context.log.warning(f"skipped {skipped.path}: {skipped.reason}")
     frame: pd.DataFrame = result_manifest.to_frame()
+    if not any(f.kind in ("audio", "image") for f in result_manifest.files):
+        result.extra["note"] = f"empty dataset: no audio or picture files in {folder}"
+        context.log.warning(result.extra["note"])
     return stage_output(
         frame,
         result,

@@ -60,6 +60,8 @@ def summary(result: dg.ExecuteInProcessResult) -> list[str]:
             f"  {stage:<10} items {md['items']:>4}  computed {md['computed']:>4}  "
             f"cached {md['cached']:>4}  skipped {md['skipped']:>3}  {md['seconds']:>8.2f} s"
         )
+        if md.get("note"):
+            lines.append(f"      {md['note']}")
         for item in md.get("skipped_list") or []:
             lines.append(f"      skipped {item['path']}: {item['reason']}")
         for line in (md.get("evicted") or "").splitlines():

@@ -5,6 +5,7 @@
     tunesmith status DATASET --review  the label values listed for review (labels stage)
     tunesmith ui                 the Dagster UI (`dagster dev`) on 127.0.0.1
     tunesmith examples           write the example datasets
+    tunesmith check [DATASET...]   validate tunesmith.toml and the base models, build nothing
     tunesmith verify [DATASET...]  check every cached file's hash; damaged entries are removed
     tunesmith gc [--dry-run]     remove store entries no current materialization uses
 
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ui.add_argument("--port", type=int, default=3000)
     verify = sub.add_parser("verify", help="check the hashes of every cached file")
     verify.add_argument("datasets", nargs="*")
+    check = sub.add_parser("check", help="validate tunesmith.toml and base models, build nothing")
+    check.add_argument("datasets", nargs="*")
     examples = sub.add_parser("examples", help="write the example datasets")
     examples.add_argument("--to", type=Path, default=None, help="default: the datasets root")
     gc = sub.add_parser("gc", help="remove unreferenced store entries")
@@ -51,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         return operations.run(args.datasets)
     if args.command == "verify":
         return operations.verify(args.datasets)
+    if args.command == "check":
+        return operations.check(args.datasets)
     if args.review:
         return operations.review(args.datasets)
     from pipelines import status

@@ -33,10 +33,21 @@ def resources(storage: StorageResource | None = None) -> dict[str, object]:
     }
 
 
+# The stages' automation conditions (assets/common.py) are evaluated by this sensor, on by
+# default: Dagster's own default one is stopped on a fresh instance, which would leave them
+# declared but never evaluated. It catches what the folder sensor cannot see: one stage
+# materialized by hand in the UI, or a stage whose code version changed.
+automation = dg.AutomationConditionSensorDefinition(
+    "default_automation_condition_sensor",
+    target=dg.AssetSelection.groups("tunesmith"),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+)
+
 defs = dg.Definitions(
     assets=ASSETS,
     jobs=[build_dataset],
-    sensors=[dataset_folder_sensor],
+    sensors=[dataset_folder_sensor, automation],
     schedules=[nightly_rebuild],
     resources=resources(),
 )

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import dagster as dg
 import psutil
@@ -23,6 +24,7 @@ from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.report import read_report
 from tunesmith.store import Store
 from tunesmith.store.atomic import sweep_tree
+from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
 
 
 def _select(names: list[str]) -> dict[str, object]:
@@ -54,6 +56,12 @@ def run(names: list[str]) -> int:
         return 1
     for name, key in renamed(folders).items():
         print(f"dataset folder {name!r} is partition {key!r}")
+    bad = {key: problem for key, folder in folders.items() if (problem := config_problem(folder))}
+    for key, problem in bad.items():
+        print(f"== {key}: not built: {problem}")
+    folders = {key: folder for key, folder in folders.items() if key not in bad}
+    if not folders:
+        return 1
     instance = open_instance()
     reap_dead_runs(instance)
     swept = Store(roots.store).sweep()
@@ -67,7 +75,40 @@ def run(names: list[str]) -> int:
         print("audition pages (open in a browser):")
         for page in pages:
             print(f"  {page}")
-    return code
+    return 1 if bad else code
+
+
+def config_problem(folder: Path) -> str:
+    """The dataset's tunesmith.toml problem in one line, or "" when its runs resolve."""
+    try:
+        dataset_runs(folder)
+    except ConfigError as exc:
+        return str(exc)
+    return ""
+
+
+def check(names: list[str]) -> int:
+    """Validate each dataset's runs and base models without building anything."""
+    from tunesmith import families
+
+    roots, problems = StorageResource().roots(), 0
+    for key, folder in _select(names).items():
+        print(f"== {key} ({folder})")
+        try:
+            runs = dataset_runs(folder)
+        except ConfigError as exc:
+            print(f"  {exc}")
+            problems += 1
+            continue
+        for run in runs:
+            base = base_model_folder(run, roots.models)
+            try:
+                families.get(run.family).check_base_model(base)
+                print(f"  run {run.name}: {run.family}, base model {base}: ok")
+            except ValueError as exc:
+                problems += 1
+                print(f"  run {run.name}: base model {base}: " + str(exc).replace("\n", "\n    "))
+    return 1 if problems else 0
 
 
 GRACE_SECONDS = 20.0  # how long a signalled build may take to close its run before a kill

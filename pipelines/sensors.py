@@ -14,6 +14,7 @@ import dagster as dg
 from assets.common import datasets
 from pipelines.instance import reap_dead_runs
 from pipelines.jobs import build_dataset
+from pipelines.operations import config_problem
 from resources.storage import StorageResource
 from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.dataset.manifest import fast_fingerprint
@@ -38,6 +39,9 @@ def dataset_folder_sensor(
     current = {key: fast_fingerprint(folder) for key, folder in folders.items()}
     known = set(context.instance.get_dynamic_partitions(datasets.name))
     new = sorted(set(current) - known)
+    for key in new:  # said when the dataset is registered, not after its first stages ran
+        if problem := config_problem(folders[key]):
+            context.log.warning(f"dataset {key}: {problem}")
     changed = sorted(k for k, fp in current.items() if previous.get(k) != fp)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=k, run_key=f"{k}:{current[k]}") for k in changed],

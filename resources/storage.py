@@ -15,7 +15,7 @@ import pandas as pd
 from tunesmith.config import Roots
 from tunesmith.dataset.folders import resolve
 from tunesmith.store import Store
-from tunesmith.store.atomic import atomic_write_bytes
+from tunesmith.store.atomic import write_if_changed
 
 
 class StorageResource(dg.ConfigurableResource):
@@ -55,7 +55,7 @@ class ParquetIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: pd.DataFrame) -> None:
         path = self._path(context)
-        atomic_write_bytes(path, obj.to_parquet(index=False))
+        write_if_changed(path, obj.to_parquet(index=False))  # unchanged: left untouched
         context.add_output_metadata({"table": dg.MetadataValue.path(str(path))})
 
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:

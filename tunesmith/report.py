@@ -58,7 +58,7 @@ def update_report(dataset_out: Path, change: Callable[[dict[str, Any]], None]) -
     path = report_path(dataset_out)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Stages of one dataset may finish in parallel processes: serialise read-modify-write.
-    with open(path.parent / ".report.lock", "w") as lock:
+    with open(path.parent / ".report.lock", "a") as lock:  # "a": the lock file is never rewritten
         fcntl.flock(lock, fcntl.LOCK_EX)
         report = read_report(dataset_out)
         change(report)

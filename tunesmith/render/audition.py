@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tunesmith.render.audition_assets import BLIND_HINTS, CSS, JS, TOOLBAR
-from tunesmith.store.atomic import atomic_write_text
+from tunesmith.store.atomic import write_if_changed
 
 SVG_WIDTH, SVG_HEIGHT = 640, 260
 MARGIN = {"left": 64, "right": 24, "top": 28, "bottom": 44}
@@ -50,7 +50,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def write_audition_page(path: Path, page: dict) -> Path:
     """Write the audition page for `page` (see the module docstring) to `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)  # "../renders/…" resolves through it
-    atomic_write_text(path, audition_html(page, path.parent))
+    write_if_changed(path, audition_html(page, path.parent).encode("utf-8"))
     return path
 
 

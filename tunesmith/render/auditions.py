@@ -16,9 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from tunesmith import families
-from tunesmith.render.audition import write_audition_page
+from tunesmith.render.audition import audition_html
 from tunesmith.report import StageResult
 from tunesmith.store import content_key
+from tunesmith.store.atomic import write_if_changed
 from tunesmith.train.config import RunConfig
 
 STAGE_VERSION = 1
@@ -34,18 +35,25 @@ def build_auditions(
 ) -> tuple[list[Path], StageResult]:
     """Write `<out>/auditions/<run>.html` for every trained run; returns the pages."""
     start = time.perf_counter()
-    pages = []
+    pages, texts, written = [], [], 0
     for trained in adapters.to_dict("records"):
         run = configs[trained["run"]]
         path = out / "auditions" / f"{run.name}.html"
         rows = renders[renders["run"] == run.name].to_dict("records")
-        write_audition_page(path, audition_spec(run, trained, rows, path.parent, dataset, notes))
+        spec = audition_spec(run, trained, rows, path.parent, dataset, notes)
+        path.parent.mkdir(parents=True, exist_ok=True)  # "../renders/…" resolves through it
+        text = audition_html(spec, path.parent)
+        # The page is a function of its inputs: an unchanged one is left as it is (its bytes,
+        # its mtime and the stage's data version), so nothing downstream fires for nothing.
+        written += write_if_changed(path, text.encode("utf-8"))
         pages.append(path)
+        texts.append(text)
     result = StageResult(
         stage="auditions",
-        data_version=content_key(stage="auditions", pages=[p.read_text() for p in pages]),
+        data_version=content_key(stage="auditions", pages=texts),
         items=len(pages),
-        computed=len(pages),
+        computed=written,
+        cached=len(pages) - written,
         seconds=time.perf_counter() - start,
         extra={"pages": [str(p) for p in pages]},
     )
@@ -68,8 +76,8 @@ def audition_spec(
         sides = {s: _media(r, rel) for s, r in pair.items()}
         sides["adapter"].update(strength=demo.strength, step=int(trained["best_step"]))
         prompts.append({"id": f"demo{index}", "prompt": demo.prompt, "seed": demo.seed,
-                        "duration": getattr(demo, "duration", None), "steps": demo.steps, "cfg": demo.cfg,
-                        **sides})  # fmt: skip
+                        "duration": getattr(demo, "duration", None), "steps": demo.steps,
+                        "cfg": demo.cfg, **sides})  # fmt: skip
     lineage = _lineage(run.family, trained["best_path"])
     return {
         "title": f"{run.name} — auditions",
@@ -83,14 +91,14 @@ def audition_spec(
         "best_loss": float(trained["best_loss"]),
         "validation_note": trained.get("validation_note", ""),
         "config": asdict(run),
-        "lineage": {k: v for k, v in lineage.items() if k != "tunesmith.training_config"},
+        "lineage": {k: lineage[k] for k in sorted(lineage) if k != "tunesmith.training_config"},
         "notes": list(notes),
     }
 
 
 def _media(render: dict, rel) -> dict:
     """One side of a pair: the picture, or the audio and its spectrogram."""
-    if render.get("image"):
+    if isinstance(render.get("image"), str):  # a table of both kinds holds NaN for the other
         return {"image": rel(render["image"])}
     return {"audio": rel(render["wav"]), "spectrogram": rel(render["spectrogram"])}
 
