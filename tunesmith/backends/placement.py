@@ -2,7 +2,7 @@
 
 `place()` answers one question: given a stage, the backends that implement it and what this
 machine really has, which backend, device and dtype should it run on? The rule
-(DESIGN.md, "Compute placement"): MLX where MLX has an accelerator and the stage has an MLX
+(docs/design.md, "Compute placement"): MLX where MLX has an accelerator and the stage has an MLX
 implementation, then torch CUDA, then torch MPS, then CPU.
 
 Accelerators are found by asking each library whether the device is there

@@ -1,12 +1,12 @@
 """Audio as models take it: decoded, stereo, at the model's rate, aligned, capped.
 
-What underfit's pre-encoder does (shared/reference/underfit-sa3-conventions.md, section
-7): whole files up to 600 s, 44.1 kHz stereo, mono repeated to two channels, other rates
-resampled with torchaudio's default (windowed-sinc, Hann window, 6 zero crossings, 0.99
-rolloff), no loudness or peak change, length cut down to a multiple of the VAE's
-downsampling ratio; a file with more than two channels keeps its first two, as underfit's
-`load_audio` does (warned). torchaudio is not a dependency (its wheels pin other torch
-builds), so its default resampler is written out here; it is the same arithmetic.
+What underfit's pre-encoder does (docs/conventions/stable-audio-3.md, "Pre-encoded data"): whole
+files up to 600 s, 44.1 kHz stereo, mono repeated to two channels, other rates resampled with
+torchaudio's default (windowed-sinc, Hann window, 6 zero crossings, 0.99 rolloff), no loudness
+or peak change, length cut down to a multiple of the VAE's downsampling ratio; a file with more
+than two channels keeps its first two, as underfit's `load_audio` does (warned). torchaudio is
+not a dependency (its wheels pin other torch builds), so its default resampler is written out
+here; it is the same arithmetic.
 
 Not handled: files longer than the cap (cut, warned).
 """

@@ -46,7 +46,7 @@ class RunPlan:
         return all(Path(p).exists() for p in (result["best_path"], result["last_path"]))
 
     def metadata(self, manifest_version: str) -> dict[str, str]:
-        """Lineage written into every adapter file (DESIGN.md, "Checkpoint files")."""
+        """Lineage written into every adapter file (docs/design.md, "Adapter files")."""
         return {
             "tunesmith.version": tunesmith.__version__,
             "tunesmith.dataset_manifest": manifest_version,

@@ -6,7 +6,7 @@ of 2 with different timesteps and durations, the second prompt padded, and the t
 `local_add_cond` = [ones | zeros]. The torch side is the project's torch path
 (`model.conditioning`, then the diffusers transformer), the MLX side its MLX counterpart.
 
-Thresholds are issue 5's: PSNR ≥ 70 dB (fp32 reduction-order differences sit far above it,
+Thresholds: PSNR ≥ 70 dB (fp32 reduction-order differences sit far above it,
 a convention bug — RoPE, a transpose, AdaLN chunk order — far below), loss within 1e-4.
 """
 

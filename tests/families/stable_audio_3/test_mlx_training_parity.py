@@ -7,7 +7,7 @@ included, the fused QKV too), B moved off zero and the dora magnitude off ‖W�
 gradient path is awake. Inputs are made once in torch and fed to both: a batch of 2, the
 second clip shorter than the crop, one sample CFG-dropped.
 
-Thresholds are issue 5's: gradient cosine ≥ 0.9999 per adapter tensor, outputs through the
+Thresholds: gradient cosine ≥ 0.9999 per adapter tensor, outputs through the
 other side's file ≥ 70 dB, adapters after K steps ≥ 60 dB.
 """
 

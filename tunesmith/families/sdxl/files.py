@@ -10,7 +10,7 @@
             with kohya's `ss_*` and Stability's `modelspec.*` metadata, for ComfyUI,
             A1111/Forge and kohya's own tools
 
-Both carry the run's lineage (DESIGN.md, "Checkpoint files") as string metadata, unchanged.
+Both carry the run's lineage (docs/design.md, "Adapter files") as string metadata, unchanged.
 Not handled: reading a file back into a trainer (a run resumes from its own state folder).
 """
 

@@ -2,7 +2,7 @@
 
 As kvad and diffusers' train_text_to_image_lora_sdxl train SDXL LoRA adapters.
 
-One step (shared/reference/sdxl-tune-kvad.md, "What a run does"):
+One step (docs/conventions/sdxl.md, "One step"):
 
     x0  = (mean + exp(logvar / 2)·ε₁) · scaling_factor   a fresh draw from the stored posterior
     t   ~ uniform over the scheduler's 1000 levels

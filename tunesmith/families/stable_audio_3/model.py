@@ -11,9 +11,9 @@ and diffusers' conversion script write:
     duration_embedder/        StableAudio3DurationEmbedder  config.json + *.safetensors
     scheduler/                FlowMatchEulerDiscreteScheduler  scheduler_config.json
 
-A user's real checkpoint and the tiny one `tunesmith.families.stable_audio_3.tiny` makes go through the
-same `load_pipeline`. Only `.safetensors` weights are ever loaded; a component whose weights
-are pickles only (`.bin`, `.pt`, `.ckpt`, `.pth`) is refused, not converted.
+A user's real checkpoint and the tiny one `tiny.py` makes go through the same `load_pipeline`.
+Only `.safetensors` weights are ever loaded; a component whose weights are pickles only (`.bin`,
+`.pt`, `.ckpt`, `.pth`) is refused, not converted.
 
 This file holds loading, checking and fingerprinting so far; encode, noise, loss and sample
 follow. Not handled: single-file checkpoints (stable-audio-tools' one `model.safetensors`):

@@ -1,6 +1,6 @@
 """Prompts from tags, as underfit builds them at train time.
 
-underfit (shared/reference/underfit-sa3-conventions.md, section 7): each tag becomes
+underfit (docs/conventions/stable-audio-3.md, "Prompts"): each tag becomes
 `Key: value` under a display name (Title, Artist, Album, Genre, Label, Year, Composer, BPM,
 Prompt), joined by ", ". Every draw, half the time all tags in a shuffled order, half the
 time a random subset of 1..n of them; the trigger word is prepended 80% of the time. A

@@ -1,10 +1,9 @@
 """The validation loss: held-out items at fixed noise levels with the same noise every time.
 
-t ∈ {0.125, 0.375, 0.625, 0.875} (the issue's four levels, as kvad's SDXL trainer uses
-125/375/625/875 of 1000). Each held-out item is cropped from its first frame, and its noise
-for each level is drawn once from the run's seed, so two measurements differ only by what
-the adapter learned. No CFG dropout; prompts are the items' full prompts with the trigger.
-"""
+t ∈ {0.125, 0.375, 0.625, 0.875} (four levels spread over the noise range, as kvad's SDXL
+trainer uses 125/375/625/875 of 1000). Each held-out item is cropped from its first frame, and
+its noise for each level is drawn once from the run's seed, so two measurements differ only by
+what the adapter learned. No CFG dropout; prompts are the items' full prompts with the trigger."""
 
 from __future__ import annotations
 

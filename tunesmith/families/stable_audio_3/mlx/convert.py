@@ -1,4 +1,4 @@
-"""diffusers' Stable Audio 3 weights → the MLX modules of `tunesmith.families.stable_audio_3.mlx.model`.
+"""diffusers' Stable Audio 3 weights → the MLX modules of `mlx/model.py`.
 
 Every diffusers key is listed in an explicit table (`dit_key_map`, `duration_embedder_key_map`)
 with its MLX key and its layout change; nothing is matched by pattern at load time. The

@@ -14,7 +14,7 @@ channels-last [B, T, C] from the first line of `__call__` to the last, because M
 takes (N, L, C) activations and (out, k, in) weights (torch: (N, C, L) and (out, in, k)). So
 there are three activation transposes in all (hidden_states and local_add_cond in, the
 prediction out, each marked in `__call__`), and the conv weights are transposed once, at
-conversion (`tunesmith.families.stable_audio_3.mlx.convert`). Attention runs in MLX's (B, heads, S, head_dim).
+conversion (`mlx/convert.py`). Attention runs in MLX's (B, heads, S, head_dim).
 
 Parameter names are diffusers' module names, except that MLX's `nn.Sequential` puts its
 children under `.layers.` and `RMSNorm` calls its scale `weight` (diffusers: `gamma`). The
@@ -34,7 +34,7 @@ Building a module draws its throw-away initial weights from MLX's global random 
 
 Not handled: gradient checkpointing and the attention-processor machinery (diffusers'
 `set_attn_processor`); the text encoder and the VAE (torch only: training reads pre-encoded
-files); adapters and training (the rest of issue 5).
+files); adapters and training (`tunesmith.adapters.mlx_lora`, `mlx/trainer.py`).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class SelfAttention(nn.Module):
     """Differential self-attention with RMS QK-norm and partial RoPE.
 
     `to_qkv` keeps diffusers' row order [q1 | q2 | k1 | k2 | v] (underfit's files order the
-    rows differently; `tunesmith.families.stable_audio_3.names` permutes them at the file boundary, so
+    rows differently; `names.py` permutes them at the file boundary, so
     weights and adapters here stay in diffusers' order). Without differential attention the
     rows are [q | k | v].
     """
