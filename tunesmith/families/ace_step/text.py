@@ -4,9 +4,10 @@ ACE-Step 1.5 conditions its DiT on two strings per song, and training must forma
 as inference does (a different header shifts every token the encoders saw):
 
 - the caption string: the SFT template of ACE-Step 1.5's `acestep/constants.py`
-  (`SFT_GEN_PROMPT`, the same in diffusers' `src/diffusers/pipelines/ace_step/pipeline_ace_step.py`) filled
-  with the text-to-music instruction (`DEFAULT_DIT_INSTRUCTION`), the caption after the trigger
-  rules, and the metas block of ACE-Step 1.5's training preprocessor
+  (`SFT_GEN_PROMPT`, the same in diffusers'
+  `src/diffusers/pipelines/ace_step/pipeline_ace_step.py`) filled with the text-to-music
+  instruction (`DEFAULT_DIT_INSTRUCTION`), the caption after the trigger rules, and the
+  metas block of ACE-Step 1.5's training preprocessor
   (`acestep/training/dataset_builder_modules/preprocess_utils.py`, `build_metas_str`: bpm,
   timesignature, keyscale, duration, in that order, "N/A" where unknown) - the same lines
   diffusers' `AceStepPipeline._build_metadata_string` writes at inference;
