@@ -9,6 +9,7 @@ Dagster's per-run bookkeeping: run records, event log writes, IO manager). The g
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -19,6 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a 4-step run: check, not measure")
+    quick = parser.parse_args().quick
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for name in ("datasets", "out", "store", "models"):
@@ -30,6 +34,14 @@ def main() -> None:
         from tunesmith.report import read_report
 
         make_examples(root / "datasets", root / "models")
+        if quick:
+            toml = root / "datasets" / "loops" / "tunesmith.toml"
+            text = (
+                toml.read_text()
+                .replace("steps = 200", "steps = 4")
+                .replace("steps = 25", "steps = 2")
+            )
+            toml.write_text(text)
         job = defs.resolve_job_def("build_dataset")
         quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
         with dg.instance_for_test() as instance:

@@ -1,0 +1,34 @@
+"""`make bench` runs to the end: every benchmark, in its short form, finishes and prints its
+ratios. (What they measure is read from `make bench` itself, never asserted here: absolute
+times on a shared machine are noise.)"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+SHORT = {
+    "rerun_ratio.py": ["--quick"],
+    "train_step.py": ["--steps", "2"],
+    "sdxl_step.py": ["--steps", "2"],
+    "muon_step.py": ["--quick"],
+    "lokr_step.py": ["--quick"],
+}
+
+
+def test_every_benchmark_make_bench_runs_is_covered():
+    makefile = (BENCH.parent / "Makefile").read_text()
+    listed = {line.split("bench/")[1].split()[0] for line in makefile.splitlines()
+              if "python bench/" in line}  # fmt: skip
+    assert listed == set(SHORT)
+
+
+@pytest.mark.parametrize("script", sorted(SHORT))
+def test_the_benchmark_runs_to_the_end(script):
+    done = subprocess.run([sys.executable, str(BENCH / script), *SHORT[script]],
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert done.stdout.strip(), "the benchmark printed nothing"
