@@ -1,7 +1,7 @@
 """Stage `encoded` for Stable Audio 3: underfit's pre-encoded layout, so underfit could train on it.
 
-Per base model, under `<out>/<dataset>/encoded/<model>/` (shared/reference/
-underfit-sa3-conventions.md, section 7):
+Per base model, under `<out>/<dataset>/encoded/<model>/` (docs/conventions/
+stable-audio-3.md, "Pre-encoded data"):
 
     <stem>.npy     latents [D, T], float32, unscaled
     <stem>.json    seconds_total (the file's duration, 3 dp), seconds_start 0, audio_samples,

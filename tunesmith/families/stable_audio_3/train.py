@@ -1,6 +1,6 @@
 """Training Stable Audio 3 adapters the way underfit does, on the diffusers model.
 
-One step (shared/reference/underfit-sa3-conventions.md, sections 3–5 and 9):
+One step (docs/conventions/stable-audio-3.md, "One step"):
 
     x0 = latents / scale (scale 1.0)         t ~ sampler, then the model's `full` shift
     x_t = x0·(1 − t) + ε·t                   target = ε − x0            (rectified flow)
