@@ -7,6 +7,10 @@ pipeline computes something else than it did. After an intended change, re-recor
 `TUNESMITH_WRITE_GOLDEN=1 make test` (or that variable and `pytest tests/test_golden.py`) and
 say in the commit why the bytes moved.
 
+Floating-point sums depend on how many threads share them, so the build runs in a child
+Python with one thread for torch, BLAS and OpenMP: the bytes are the same on a laptop and on
+a CI machine with another core count.
+
 Run folders end in the first 10 hex digits of the run's key; the key covers the resolved
 config, so the hashes name them `<run>-KEY`. MP3s are left out (ffmpeg may be missing), and
 so is the resumable state in `state/`.
@@ -20,6 +24,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,15 +122,43 @@ def hashes(out: Path, root: Path) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def build(case: str, root: str) -> None:
+    """In the child: build the golden dataset under `root`, print the stage metadata."""
+    import dagster as dg
+
+    import torch
+    from resources.storage import StorageResource
+
+    torch.set_num_threads(1)
+    storage = StorageResource(
+        datasets_root=f"{root}/datasets",
+        out_root=f"{root}/out",
+        store_root=f"{root}/store",
+        models_root=f"{root}/models",
+    )
+    with dg.instance_for_test() as instance:
+        md = materialize(instance, storage, "golden")
+    print(json.dumps({"computed": md["adapters"]["computed"]}))
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_small_run_gives_the_recorded_bytes(case, storage, instance, request, monkeypatch):
+def test_a_small_run_gives_the_recorded_bytes(case, storage, request):
     make, fixture, model_name, backend = CASES[case]
     shutil.copytree(request.getfixturevalue(fixture), Path(storage.models_root) / model_name)
     make(Path(storage.datasets_root) / "golden")
-    monkeypatch.setenv("TUNESMITH_BACKEND", f"adapters={backend}")
-    md = materialize(instance, storage, "golden")
-    assert md["adapters"]["computed"] == 1
-    found = hashes(Path(storage.out_root) / "golden", Path(storage.out_root).parent)
+    root = Path(storage.out_root).parent
+    env = {**os.environ, **ONE_THREAD, "TUNESMITH_BACKEND": f"adapters={backend}"}
+    repo = Path(__file__).resolve().parents[1]
+    code = f"from tests.test_golden import build; build({case!r}, {str(root)!r})"
+    child = subprocess.run(
+        [sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, text=True
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert json.loads(child.stdout.strip().splitlines()[-1]) == {"computed": 1}
+    found = hashes(Path(storage.out_root) / "golden", root)
     path = GOLDEN / f"{case}.json"
     if os.environ.get("TUNESMITH_WRITE_GOLDEN"):
         GOLDEN.mkdir(exist_ok=True)

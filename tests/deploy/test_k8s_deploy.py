@@ -36,7 +36,10 @@ def test_the_k8s_definitions_load_with_the_k8s_executor_on_every_job():
     from pipelines.definitions import defs as local
 
     assert local.resolve_job_def("build_dataset").executor_def.name != "tunesmith_k8s"
-    assert [s.name for s in defs.sensors] == ["dataset_folder_sensor"]
+    assert [s.name for s in defs.sensors] == [
+        "dataset_folder_sensor",
+        "default_automation_condition_sensor",
+    ]
     assert [s.name for s in defs.schedules] == ["nightly_rebuild"]
 
 
