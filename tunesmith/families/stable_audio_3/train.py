@@ -194,13 +194,21 @@ class Objective:
             self.adapter_state(),
             self.adapter_config(step, epoch),
             to_checkpoint_name=sa3_names.to_underfit,
-            permute_rows=_permute_rows,
+            permute_rows=row_permutation(self.pipe.transformer.config.use_differential_attention),
             extra_metadata=metadata,
         )
 
 
+def row_permutation(differential: bool):
+    """The row hook of a DiT's adapter files: the fused QKV is reordered only where attention
+    is differential (five blocks, e.g. the medium); a plain [q | k | v] projection (the small
+    models) has one order on both sides, as diffusers' conversion script treats it."""
+    return _permute_rows if differential else None
+
+
 def _permute_rows(name: str, tensor: torch.Tensor, direction: str) -> torch.Tensor:
-    """The fused self-attention QKV keeps its rows in another order in underfit's files."""
+    """The fused differential self-attention QKV keeps its rows in another order in underfit's
+    files."""
     if not sa3_names.is_fused_qkv(name):
         return tensor
     if direction == "to_checkpoint":
@@ -350,8 +358,9 @@ def _norms(params: list[nn.Parameter]) -> tuple[float, float]:
     return grad, magnitude.item()
 
 
-def read_adapter(path: Path) -> tuple[dict[str, torch.Tensor], object]:
-    """An underfit file as (adapter state under diffusers' names, AdapterInfo)."""
+def read_adapter(path: Path, differential: bool = True) -> tuple[dict[str, torch.Tensor], object]:
+    """An underfit file as (adapter state under diffusers' names, AdapterInfo), for a DiT with
+    (`differential`, as the medium and the tiny model) or without differential attention."""
     return read_adapter_file(
-        path, to_diffusers_name=sa3_names.to_diffusers, permute_rows=_permute_rows
+        path, to_diffusers_name=sa3_names.to_diffusers, permute_rows=row_permutation(differential)
     )
