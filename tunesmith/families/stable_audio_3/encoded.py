@@ -159,10 +159,7 @@ def _encode_item(folder: Path, item: dict, pipe: Callable, tmp: Path) -> None:
     ensure_unchanged(path, item["sha256"], label)
     latents = model.encode_audio(vae, audio.samples)
     frames = latents.shape[-1]
-    # underfit's `actual_samples`: the resampled length, at most its cap (600 s aligned down).
-    ratio = vae.downsampling_ratio
-    cap = int(media_audio.MAX_SECONDS * model.SAMPLE_RATE) // ratio * ratio
-    samples = min(audio.resampled_samples, cap)
+    samples = audio_samples(audio.resampled_samples, vae.downsampling_ratio)
     meta = {
         "seconds_total": round(samples / model.SAMPLE_RATE, 3),
         "seconds_start": 0,
@@ -173,6 +170,13 @@ def _encode_item(folder: Path, item: dict, pipe: Callable, tmp: Path) -> None:
     }
     np.save(tmp / "latents.npy", latents.numpy().astype(np.float32))
     (tmp / "value.json").write_text(canonical_json(meta), encoding="utf-8")
+
+
+def audio_samples(resampled: int, ratio: int) -> int:
+    """underfit's `actual_samples`: the length at 44.1 kHz, at most its cap, 600 s aligned down
+    to the downsampling ratio (its `max_samples`), never aligned itself."""
+    cap = int(media_audio.MAX_SECONDS * model.SAMPLE_RATE) // ratio * ratio
+    return min(resampled, cap)
 
 
 def cache_prompt(pipe, store: Store, text_fp: str, prompt: str) -> str:
