@@ -81,3 +81,55 @@ def test_a_scheduler_resumes_from_the_step_alone():
         assert [g["lr"] for g in second.param_groups] == pytest.approx(seen[step], rel=1e-12)
         second.step()
         resumed.step()
+
+
+class _ClosedFormInverseLR(torch.optim.lr_scheduler.LRScheduler):
+    """stable-audio-tools' `InverseLR` (stable_audio_tools/training/utils.py; underfit keeps a
+    copy in underfit/training/optim.py), rewritten from its closed form: at `last_epoch` k,
+    lr = (1 − warmup^(k+1)) · max(final_lr, base_lr · (1 + k/inv_gamma)^−power)."""
+
+    def __init__(self, optimizer, inv_gamma, power, warmup, final_lr=0.0):
+        self.inv_gamma, self.power, self.warmup, self.final_lr = inv_gamma, power, warmup, final_lr
+        super().__init__(optimizer)
+
+    def get_lr(self):
+        k = self.last_epoch
+        ramp = 1 - self.warmup ** (k + 1)
+        decay = (1 + k / self.inv_gamma) ** -self.power
+        return [ramp * max(self.final_lr, base * decay) for base in self.base_lrs]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [dict(inv_gamma=1e6, power=0.5, warmup=0.995),  # underfit's Stable Audio 3 templates
+     dict(inv_gamma=20, power=1.0, warmup=0.9, final_lr=3e-4)],  # decay and floor within reach
+)  # fmt: skip
+def test_inverse_lr_steps_as_stable_audio_tools_scheduler(settings):
+    """The lr of every optimizer step, as a LambdaLR of `inverse_lr` and as InverseLR, both
+    stepped after each optimizer step as Lightning and underfit's loop do; and resumed."""
+    peak = 1e-3
+
+    def optimizer():
+        return torch.optim.AdamW([torch.nn.Parameter(torch.zeros(3))], lr=peak)
+
+    ours_opt, theirs_opt = optimizer(), optimizer()
+    final = settings.get("final_lr", 0.0) / peak
+    keys = ("inv_gamma", "power", "warmup")
+    schedule = inverse_lr(**{k: settings[k] for k in keys}, final=final)
+    ours = lr_scheduler(ours_opt, schedule)
+    theirs = _ClosedFormInverseLR(theirs_opt, **settings)
+    seen = []
+    for step in range(400):
+        lr = ours_opt.param_groups[0]["lr"]
+        assert lr == pytest.approx(theirs_opt.param_groups[0]["lr"], rel=1e-12, abs=0)
+        seen.append(lr)
+        if step == 150:
+            saved = ours_opt.state_dict()
+        for opt, scheduler in ((ours_opt, ours), (theirs_opt, theirs)):
+            opt.step()
+            scheduler.step()
+    assert seen[0] == pytest.approx(peak * (1 - settings["warmup"]), rel=1e-12)
+    resumed_opt = optimizer()
+    resumed_opt.load_state_dict(saved)
+    lr_scheduler(resumed_opt, schedule, step=150)
+    assert resumed_opt.param_groups[0]["lr"] == seen[150]

@@ -1,12 +1,13 @@
 """Audio as models take it: decoded, stereo, at the model's rate, aligned, capped.
 
-What underfit's pre-encoder does (docs/conventions/stable-audio-3.md, "Pre-encoded data"): whole
-files up to 600 s, 44.1 kHz stereo, mono repeated to two channels, other rates resampled with
+What underfit's pre-encoder (`dataset_processing/pre_encode.py`) does: whole files up to
+600 s, 44.1 kHz stereo, mono repeated to two channels, other rates resampled with
 torchaudio's default (windowed-sinc, Hann window, 6 zero crossings, 0.99 rolloff), no loudness
-or peak change, length cut down to a multiple of the VAE's downsampling ratio; a file with more
-than two channels keeps its first two, as underfit's `load_audio` does (warned). torchaudio is
-not a dependency (its wheels pin other torch builds), so its default resampler is written out
-here; it is the same arithmetic.
+or peak change; then the length is cut down to a multiple of the VAE's downsampling ratio
+(underfit pads instead, see docs/conventions/stable-audio-3.md); a file with more than two
+channels keeps its first two, as underfit's `load_audio` does (warned). torchaudio is not a
+dependency (its wheels pin other torch builds), so its default resampler is written out here;
+it is the same arithmetic.
 
 Not handled: files longer than the cap (cut, warned).
 """
@@ -33,6 +34,7 @@ class ModelAudio:
     sample_rate: int
     source_seconds: float  # duration of the file as decoded, before cap and alignment
     warnings: tuple[str, ...] = ()
+    resampled_samples: int = 0  # length at `sample_rate`, after the cap, before the alignment
 
 
 def decode(path: Path, label: str | None = None) -> tuple[np.ndarray, int]:
@@ -85,7 +87,9 @@ def for_model(path: Path, sample_rate: int, align_to: int, label: str | None = N
             f"{name}: {audio.shape[1]} samples at {sample_rate} Hz is shorter than one "
             f"latent frame ({align_to} samples)"
         )
-    return ModelAudio(audio[:, :usable].contiguous(), sample_rate, source_seconds, tuple(warnings))
+    return ModelAudio(
+        audio[:, :usable].contiguous(), sample_rate, source_seconds, tuple(warnings), audio.shape[1]
+    )
 
 
 def resample(audio: torch.Tensor, orig: int, new: int) -> torch.Tensor:

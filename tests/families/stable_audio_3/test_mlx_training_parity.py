@@ -7,8 +7,8 @@ included, the fused QKV too), B moved off zero and the dora magnitude off ‖W�
 gradient path is awake. Inputs are made once in torch and fed to both: a batch of 2, the
 second clip shorter than the crop, one sample CFG-dropped.
 
-Thresholds: gradient cosine ≥ 0.9999 per adapter tensor, outputs through the
-other side's file ≥ 70 dB, adapters after K steps ≥ 60 dB.
+Thresholds: gradient cosine ≥ 0.9999 per adapter tensor, outputs through the other side's file
+≥ 70 dB, adapters after K steps ≥ 60 dB and what the K steps changed ≥ 55 dB.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch
 
 from tunesmith.adapters import mlx_lora, torch_lora
 from tunesmith.backends.placement import Placement
+from tunesmith.families.stable_audio_3 import optim as sa3_optim
 from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
 from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
 from tunesmith.families.stable_audio_3.data import Batch
@@ -28,10 +29,14 @@ from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx import trainer as mlx_train
 from tunesmith.families.stable_audio_3.train import Objective, read_adapter
 from tunesmith.train.config import RunConfig
+from tunesmith.train.schedules import lr_scheduler
 
 MIN_GRAD_COSINE = 0.9999
 MIN_OUTPUT_PSNR_DB = 70.0
 MIN_TRAINED_PSNR_DB = 60.0
+# What K steps changed, torch against MLX: 61-63 dB measured with the run's defaults; the same
+# steps with MLX on torch's betas (0.9, 0.999) give 39 dB, the schedule one step off 12 dB.
+MIN_UPDATE_PSNR_DB = 55.0
 STEPS = 5
 FRAMES = 24
 PROMPTS = ["Genre: house, BPM: 120", "Title: a much longer prompt about a slow ambient piece"]
@@ -174,24 +179,36 @@ def _plain_components(folder: Path):
 
 @pytest.mark.parametrize("adapter_type", ADAPTER_TYPES)
 def test_k_training_steps_end_in_the_same_adapter(folder, adapter_type):
+    """The run's AdamW (underfit's betas 0.9/0.95, weight decay 0.01) and InverseLR schedule on
+    both sides; what is compared is what the K steps changed (after − before), since the
+    warmup's first steps move the adapter by ~1e-5 of its size."""
     torch_side, mlx_side = objectives(folder, adapter_type, grad_clip=1.0)
     params = torch_side.parameters()
-    optimizer = torch.optim.AdamW(params, lr=torch_side.run.train.lr)
+    before = {k: v.clone() for k, v in torch_lora.adapter_state(torch_side.modules).items()}
+    optimizer = sa3_optim.torch_adamw(params, torch_side.run.train)
+    scheduler = lr_scheduler(optimizer, sa3_optim.lr_schedule(torch_side.run.train))
     for k in range(STEPS):
         inputs = draws(10 + k, 16)
-        # The torch loop's step, line for line.
+        # The torch trainer's step, line for line (float32: no loss scaler).
         loss = torch_side.loss(*inputs).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
+        scheduler.step()
         mlx_loss, _, _ = mlx_side.step(*inputs)
         assert abs(mlx_loss - loss.item()) <= 1e-4 * abs(loss.item())
+        assert mlx_side.lr(mlx_side.schedule_step) == optimizer.param_groups[0]["lr"]
+    assert mlx_side._step.traces == 1  # a new lr every step, one trace
     torch_state = torch_lora.adapter_state(torch_side.modules)
     mlx_state = mlx_lora.adapter_state(mlx_side.modules)
     worst = min(psnr(torch_state[k].numpy(), mlx_state[k].numpy()) for k in torch_state)
-    print(f"{adapter_type}: after {STEPS} steps, worst adapter tensor PSNR {worst:.1f} dB")
-    assert worst >= MIN_TRAINED_PSNR_DB
+    moved = {k: (torch_state[k] - before[k], mlx_state[k] - before[k]) for k in torch_state}
+    assert all(t.abs().max() > 0 for t, _ in moved.values())
+    update = min(psnr(t.numpy(), m.numpy()) for t, m in moved.values())
+    print(f"{adapter_type}: after {STEPS} steps, worst adapter PSNR {worst:.1f} dB, "
+          f"worst update PSNR {update:.1f} dB")  # fmt: skip
+    assert worst >= MIN_TRAINED_PSNR_DB and update >= MIN_UPDATE_PSNR_DB
 
 
 def test_a_materialization_on_mlx_writes_a_valid_checkpoint_and_says_mlx(

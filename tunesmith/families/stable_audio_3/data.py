@@ -1,6 +1,6 @@
 """Training items from pre-encoded latents: crops, padding, the draw order.
 
-underfit's PreEncodedDataset (docs/conventions/stable-audio-3.md, "Pre-encoded data"):
+underfit's pre-encoded dataset (docs/conventions/stable-audio-3.md, "Pre-encoded data"):
 every item is cropped or padded to `latent_crop_length`; the crop starts at a random frame
 of the valid region; a short item is padded with zeros (the padding mask says which frames
 are audio); `seconds_total` stays the full duration. A dataset with fewer items than the

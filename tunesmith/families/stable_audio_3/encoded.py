@@ -1,12 +1,21 @@
 """Stage `encoded` for Stable Audio 3: underfit's pre-encoded layout, so underfit could train on it.
 
-Per base model, under `<out>/<dataset>/encoded/<model>/` (docs/conventions/
-stable-audio-3.md, "Pre-encoded data"):
+Per base model, under `<out>/<dataset>/encoded/<model>/`, as underfit's pre-encoder
+(`dataset_processing/pre_encode.py`) writes them:
 
     <stem>.npy     latents [D, T], float32, unscaled
-    <stem>.json    seconds_total (the file's duration, 3 dp), seconds_start 0, audio_samples,
-                   latent_shape, padding_mask (latent rate, 1 = audio), and every tag
+    <stem>.json    underfit's fields in its order: path (the source file, absolute), relpath
+                   (the .npy under this folder: what underfit's path prompt template reads),
+                   src_relpath (the source under the dataset), seconds_total (audio_samples /
+                   rate, 3 dp), seconds_start 0, audio_samples (the file's length at 44.1 kHz,
+                   capped at 600 s less a frame: underfit's `actual_samples`, not the aligned
+                   length), latent_shape, padding_mask (latent rate, 1 = audio); then the tags
+                   (`prompts.sidecar_tags`)
     details.json   sample_rate, downsampling_ratio, latent_dim, scale
+
+Where the layout differs from underfit's, on purpose: a file's latents stop at its last whole
+frame (the length aligned down) where underfit pads every file to the 600 s cap, so the
+padding mask is all ones and `latent_shape` is the file's own (docs/conventions/stable-audio-3.md).
 
 The latents of a file are cached in the store under its content hash, the VAE's
 fingerprint, the encoding parameters and the placement; the `.json` beside them is rebuilt
@@ -22,7 +31,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pandas as pd
@@ -31,7 +40,7 @@ from safetensors.torch import load_file
 
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import model
-from tunesmith.families.stable_audio_3.prompts import full_prompt, prompt_tags
+from tunesmith.families.stable_audio_3.prompts import full_prompt, prompt_tags, sidecar_tags
 from tunesmith.media import audio as media_audio
 from tunesmith.media.sniff import MediaError, ensure_unchanged
 from tunesmith.report import Skipped, StageResult
@@ -40,7 +49,7 @@ from tunesmith.store.atomic import json_bytes, write_if_changed
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.store.tensors import safetensors_bytes
 
-STAGE_VERSION = 1
+STAGE_VERSION = 2  # 2: audio_samples and seconds_total are underfit's (before alignment)
 PARAMS = {
     "sample_rate": model.SAMPLE_RATE,
     "max_seconds": media_audio.MAX_SECONDS,
@@ -48,6 +57,10 @@ PARAMS = {
     "chunk_overlap": model.CHUNK_OVERLAP,
     "resampler": "sinc_interp_hann/6/0.99",
 }
+# What the store keeps of an item beside its latents, in the sidecar's order.
+SIDECAR_FIELDS = (
+    "seconds_total", "seconds_start", "audio_samples", "latent_shape", "padding_mask",
+)  # fmt: skip
 COLUMNS = [
     "model", "path", "entry", "latents", "sidecar", "frames", "seconds_total", "prompt", "pieces",
 ]  # fmt: skip
@@ -108,7 +121,7 @@ def build_encoded(
                 (row, item_warnings), built = store.provide(
                     key,
                     lambda tmp: _encode_item(folder, item, pipe, tmp),  # noqa: B023
-                    lambda k: _publish(target, item, store, k, prompt, pieces, name),  # noqa: B023
+                    lambda k: _publish(folder, target, item, store, k, pieces, name),  # noqa: B023
                 )
             except MediaError as exc:
                 skipped.append(Skipped(item["path"], str(exc)))
@@ -146,16 +159,24 @@ def _encode_item(folder: Path, item: dict, pipe: Callable, tmp: Path) -> None:
     ensure_unchanged(path, item["sha256"], label)
     latents = model.encode_audio(vae, audio.samples)
     frames = latents.shape[-1]
+    samples = audio_samples(audio.resampled_samples, vae.downsampling_ratio)
     meta = {
-        "seconds_total": round(min(audio.source_seconds, media_audio.MAX_SECONDS), 3),
+        "seconds_total": round(samples / model.SAMPLE_RATE, 3),
         "seconds_start": 0,
-        "audio_samples": int(audio.samples.shape[-1]),
+        "audio_samples": samples,
         "latent_shape": list(latents.shape),
         "padding_mask": [1] * frames,  # whole files: every frame is audio
         "warnings": list(audio.warnings),
     }
     np.save(tmp / "latents.npy", latents.numpy().astype(np.float32))
     (tmp / "value.json").write_text(canonical_json(meta), encoding="utf-8")
+
+
+def audio_samples(resampled: int, ratio: int) -> int:
+    """underfit's `actual_samples`: the length at 44.1 kHz, at most its cap, 600 s aligned down
+    to the downsampling ratio (its `max_samples`), never aligned itself."""
+    cap = int(media_audio.MAX_SECONDS * model.SAMPLE_RATE) // ratio * ratio
+    return min(resampled, cap)
 
 
 def cache_prompt(pipe, store: Store, text_fp: str, prompt: str) -> str:
@@ -177,18 +198,26 @@ def load_prompt(store: Store, key: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _publish(
-    target: Path, item: dict, store: Store, key: str, prompt: str, pieces: list[str], name: str
+    folder: Path, target: Path, item: dict, store: Store, key: str, pieces: list[str], name: str
 ):
-    """Copy the cached latents into the output view and write the sidecar with every tag."""
-    stem = target / Path(item["path"]).with_suffix("")
-    latents, sidecar = stem.with_suffix(".npy"), stem.with_suffix(".json")
+    """Copy the cached latents into the output view and write the sidecar (underfit's fields
+    in underfit's order, then the tags)."""
+    source = PurePosixPath(item["path"])
+    latents, sidecar = target / source.with_suffix(".npy"), target / source.with_suffix(".json")
     store.publish(key, "latents.npy", latents)
     meta = store.read_json(key)
     if meta is None:
         raise DamagedEntry(f"{store.path(key)}: damaged; evicted, it is computed again")
     warnings = meta.pop("warnings", [])
-    tags = {**json.loads(item["tags"]), "prompt": item["caption"]}
-    write_if_changed(sidecar, (json.dumps({**meta, **tags}, ensure_ascii=False) + "\n").encode())
+    fields = {
+        "path": str(Path(folder).absolute() / source),
+        "relpath": str(source.with_suffix(".npy")),
+        "src_relpath": str(source),
+        **{k: meta[k] for k in SIDECAR_FIELDS},
+        **sidecar_tags(item["caption"], item["caption_source"], json.loads(item["tags"])),
+    }
+    write_if_changed(sidecar, (json.dumps(fields, ensure_ascii=False) + "\n").encode())
+    prompt = full_prompt(pieces)
     row = {
         "model": name,
         "path": item["path"],

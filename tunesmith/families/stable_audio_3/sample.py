@@ -31,7 +31,8 @@ class Renderer:
         )
         self.adapter = adapter
         if adapter is not None:
-            state, info = read_adapter(adapter)
+            differential = self.pipe.transformer.config.use_differential_attention
+            state, info = read_adapter(adapter, differential)
             layers = sorted({k.split(".parametrizations.")[0] for k in state})
             cfg = info.config
             torch_lora.attach(self.modules, layers, cfg.rank, cfg.alpha, cfg.adapter_type)

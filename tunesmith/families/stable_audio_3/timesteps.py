@@ -1,7 +1,7 @@
 """Training timesteps for rectified flow: the five samplers, then the model's shift.
 
 The samplers and their defaults are Stable Audio 3's training code as underfit runs it
-(docs/conventions/stable-audio-3.md, "Timesteps"): `uniform` (the default),
+(`underfit/training/timestep.py`): `uniform` (the default),
 `logit_normal`, `trunc_logit_normal` (left-truncated at 0.075, rescaled, then flipped),
 `log_snr` (normal logSNR, mean -1.2, std 2.0) and `log_snr_uniform` (logSNR uniform on
 [-6, 5]). Every draw comes from the generator passed in, so a resumed run draws the same

@@ -1,6 +1,6 @@
 """Training Stable Audio 3 adapters the way underfit does, on the diffusers model.
 
-One step (docs/conventions/stable-audio-3.md, "One step"):
+One step (underfit's `underfit/training/loop.py` and `loss.py`; docs/conventions/stable-audio-3.md):
 
     x0 = latents / scale (scale 1.0)         t ~ sampler, then the model's `full` shift
     x_t = x0·(1 − t) + ε·t                   target = ε − x0            (rectified flow)
@@ -13,6 +13,9 @@ token). CFG dropout (p 0.1) zeroes a sample's whole context (and marks every tok
 or the padding embedding would come back) and keeps the global conditioning.
 `local_add_cond` is the inpainting input of these checkpoints; in training it is an
 all-ones mask with zero context (pure generation), as underfit feeds it.
+
+The update: AdamW and the InverseLR schedule of underfit's model templates, and over a float16
+base fp16 autocast with a loss scaler, as underfit's "16-mixed" (`optim.py` says which and why).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from torch import nn
 from tunesmith.adapters import torch_lora
 from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
-from tunesmith.families.stable_audio_3 import model
+from tunesmith.families.stable_audio_3 import model, optim, published
 from tunesmith.families.stable_audio_3 import names as sa3_names
 from tunesmith.families.stable_audio_3.data import Batch, Item, load_items
 from tunesmith.families.stable_audio_3.draws import Draws
@@ -41,7 +44,14 @@ from tunesmith.families.stable_audio_3.timesteps import FullShift
 from tunesmith.families.stable_audio_3.validation import Validation
 from tunesmith.train.config import RunConfig
 from tunesmith.train.holdout import split_holdout
-from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
+from tunesmith.train.schedules import lr_scheduler
+from tunesmith.train.state import (
+    ResumeError,
+    load_optimizer_state,
+    load_params,
+    optimizer_state,
+    params_state,
+)
 from tunesmith.train.trainer import StepReport
 
 # underfit's dashboard default excludes the conditioners and every module outside the
@@ -57,6 +67,8 @@ class Objective:
         self.run, self.device = run, torch.device(placement.device)
         self.pipe = model.load_pipeline(checkpoint, DTYPES[placement.dtype], placement.device)
         self.pipe.transformer.eval()
+        # underfit's model id when this is a published checkpoint, else None (no key written).
+        self.underfit_model = published.underfit_model_id(checkpoint)
         self.scale = 1.0  # pre-encoded latents are unscaled; the SA3 pretransform scale is 1.0
         self.shift = FullShift()  # what SA3 checkpoints ship (distribution_shift_options)
         # Adapter names are the pipeline's component names, so they map to underfit's.
@@ -125,14 +137,15 @@ class Objective:
         local_add_cond = torch.cat(
             [torch.ones(b, 1, length, device=device), torch.zeros(b, d, length, device=device)], 1
         )
-        prediction = self.pipe.transformer(
-            hidden_states=noised.to(dtype),
-            timestep=t32.to(dtype),
-            encoder_hidden_states=context.to(dtype),
-            global_hidden_states=global_states.to(dtype),
-            encoder_attention_mask=context_mask,
-            local_add_cond=local_add_cond.to(dtype),
-        ).sample
+        with optim.autocast(self.device, dtype):  # fp16 autocast over a float16 base only
+            prediction = self.pipe.transformer(
+                hidden_states=noised.to(dtype),
+                timestep=t32.to(dtype),
+                encoder_hidden_states=context.to(dtype),
+                global_hidden_states=global_states.to(dtype),
+                encoder_attention_mask=context_mask,
+                local_add_cond=local_add_cond.to(dtype),
+            ).sample
         valid = batch.mask.to(device=device, dtype=acc)[:, None, :]
         mse = (prediction.to(acc) - target) ** 2 * valid
         return mse.sum(dim=(1, 2)) / (valid.sum(dim=(1, 2)) * d).clamp_min(1.0)
@@ -166,7 +179,7 @@ class Objective:
             exclude=tuple(a.exclude),
             step=step,
             epoch=epoch,
-            base_model=self.run.base_model,
+            base_model=self.underfit_model,
         )
 
     def adapter_state(self) -> dict[str, torch.Tensor]:
@@ -181,13 +194,21 @@ class Objective:
             self.adapter_state(),
             self.adapter_config(step, epoch),
             to_checkpoint_name=sa3_names.to_underfit,
-            permute_rows=_permute_rows,
+            permute_rows=row_permutation(self.pipe.transformer.config.use_differential_attention),
             extra_metadata=metadata,
         )
 
 
+def row_permutation(differential: bool):
+    """The row hook of a DiT's adapter files: the fused QKV is reordered only where attention
+    is differential (five blocks, e.g. the medium); a plain [q | k | v] projection (the small
+    models) has one order on both sides, as diffusers' conversion script treats it."""
+    return _permute_rows if differential else None
+
+
 def _permute_rows(name: str, tensor: torch.Tensor, direction: str) -> torch.Tensor:
-    """The fused self-attention QKV keeps its rows in another order in underfit's files."""
+    """The fused differential self-attention QKV keeps its rows in another order in underfit's
+    files."""
     if not sa3_names.is_fused_qkv(name):
         return tensor
     if direction == "to_checkpoint":
@@ -267,8 +288,8 @@ class UnderfitTrainer:
 
 
 class TorchTrainer(UnderfitTrainer):
-    """Stable Audio 3 on PyTorch: the `Objective`, AdamW (torch's defaults), optional
-    global-norm clipping."""
+    """Stable Audio 3 on PyTorch: the `Objective`, AdamW and the lr schedule of the run,
+    optional global-norm clipping, a loss scaler over a float16 base (`optim.py`)."""
 
     def __init__(self, run, base_model, encoded, run_dir, placement, metadata) -> None:
         super().__init__(run, base_model, encoded, run_dir, metadata)
@@ -276,7 +297,11 @@ class TorchTrainer(UnderfitTrainer):
         self.device = placement.device
         self.identity = self.identity_of(self.objective)
         self.params = self.objective.parameters()
-        self.optimizer = torch.optim.AdamW(self.params, lr=run.train.lr)
+        self.optimizer = optim.torch_adamw(self.params, run.train)
+        self.schedule = optim.lr_schedule(run.train)
+        self.scheduler = lr_scheduler(self.optimizer, self.schedule)
+        base_dtype = self.objective.pipe.transformer.dtype
+        self.scaler = optim.grad_scaler(self.objective.device, base_dtype)  # float16 base only
 
     def step(self) -> StepReport:
         d = self.draws.next()
@@ -285,11 +310,20 @@ class TorchTrainer(UnderfitTrainer):
         if not torch.isfinite(loss):
             return StepReport(loss.item(), t_mean, self.draws.epoch)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if self.scaler is None:
+            loss.backward()
+        else:  # backward on loss × scale, then the true gradients (inf/nan noted) for the rest
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)
         if self.run.train.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.params, self.run.train.grad_clip)
         grad_norm, magnitude = _norms(self.params)  # post-clip grads, pre-update params
-        self.optimizer.step()
+        if self.scaler is None:
+            self.optimizer.step()
+        else:  # skipped when a gradient overflowed; the scale then backs off
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        self.scheduler.step()  # every step, as underfit's loop; the lr logged is the next one's
         fields = {"lr": self.optimizer.param_groups[0]["lr"], "grad_norm": grad_norm,
                   "lora_magnitude": magnitude}  # fmt: skip
         return StepReport(loss.item(), t_mean, self.draws.epoch, fields)
@@ -297,12 +331,22 @@ class TorchTrainer(UnderfitTrainer):
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         tensors, document = self.draws.state()
         optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
+        scaler = {} if self.scaler is None else {"grad_scaler": self.scaler.state_dict()}
         return ({**params_state(self.params), **optimizer_tensors, **tensors},
-                {**document, "optimizer": optimizer_document})  # fmt: skip
+                {**document, "optimizer": optimizer_document,
+                 "schedule_step": self.scheduler.last_epoch, **scaler})  # fmt: skip
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
+        if "schedule_step" not in document:
+            raise ResumeError("the saved state has no lr schedule step (saved by an older version)")
+        if (self.scaler is None) != ("grad_scaler" not in document):
+            raise ResumeError("the saved state and this run differ in loss scaling (float16 base)")
         load_params(self.params, tensors)
         load_optimizer_state(self.optimizer, tensors, document["optimizer"])
+        # The groups now carry the saved `initial_lr`; the lr is the schedule's at that step.
+        self.scheduler = lr_scheduler(self.optimizer, self.schedule, document["schedule_step"])
+        if self.scaler is not None:
+            self.scaler.load_state_dict(document["grad_scaler"])
         self.draws.load_state(tensors, document)
 
 
@@ -314,8 +358,9 @@ def _norms(params: list[nn.Parameter]) -> tuple[float, float]:
     return grad, magnitude.item()
 
 
-def read_adapter(path: Path) -> tuple[dict[str, torch.Tensor], object]:
-    """An underfit file as (adapter state under diffusers' names, AdapterInfo)."""
+def read_adapter(path: Path, differential: bool = True) -> tuple[dict[str, torch.Tensor], object]:
+    """An underfit file as (adapter state under diffusers' names, AdapterInfo), for a DiT with
+    (`differential`, as the medium and the tiny model) or without differential attention."""
     return read_adapter_file(
-        path, to_diffusers_name=sa3_names.to_diffusers, permute_rows=_permute_rows
+        path, to_diffusers_name=sa3_names.to_diffusers, permute_rows=row_permutation(differential)
     )

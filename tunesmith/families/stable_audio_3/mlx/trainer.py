@@ -5,8 +5,9 @@ rectified flow, x_t = x0·(1 − t) + ε·t, target ε − x0; context = T5Gemma
 token, CFG dropout zeroing a sample's whole context and marking every token valid (so the
 padding embedding does not come back), the global conditioning kept; local_add_cond = [ones |
 zeros]; squared error over valid frames × channels per sample, then the batch mean; AdamW
-with torch's defaults (betas 0.9/0.999, eps 1e-8, weight decay 0.01, bias correction on —
-MLX's own default is off) and optional global-norm clipping as torch's clip_grad_norm_.
+with the run's betas, eps and weight decay (underfit's template values by default, `optim.py`)
+and bias correction on (MLX's own default is off), the run's lr schedule, and optional
+global-norm clipping as torch's clip_grad_norm_.
 
 What runs where. T5Gemma stays in torch (frozen, its outputs cached per prompt and handed
 over as arrays); the DiT and the duration embedder run in MLX. Every random number comes from
@@ -17,10 +18,15 @@ drawn by `torch_lora.attach` under the run's seed, as the torch path draws it.
 
 The compiled step (mlx-lm's pattern): `mx.compile` with the model, the optimizer and MLX's
 random state as captured inputs and outputs; every per-step value (t, noise, dropout, the
-batch) is an array argument, so a new value never retraces, only a new shape does.
+batch) is an array argument, so a new value never retraces, only a new shape does. The
+learning rate is one more array: the schedule's value for the step (computed in float64 by the
+same `tunesmith.train.schedules` function the torch trainer's LambdaLR calls) is written into
+the optimizer's state before each call, and the state is a captured input.
 
 Not handled: conv adapters (see `mlx_lora`), gradient checkpointing, demos rendered in MLX
-(`render_samples` loads the adapter onto the torch pipeline and renders there).
+(`render_samples` loads the adapter onto the torch pipeline and renders there), loss scaling
+(MLX has no GradScaler; a float16 MLX placement trains without one, the automatic placement
+picks bfloat16, which needs none).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from pathlib import Path
 
 import mlx.core as mx
 import mlx.nn as nn
-import mlx.optimizers as optim
+import mlx.optimizers as mlx_optim
 import numpy as np
 import torch
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
@@ -38,7 +44,7 @@ from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from tunesmith.adapters import mlx_lora, torch_lora
 from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
-from tunesmith.families.stable_audio_3 import model
+from tunesmith.families.stable_audio_3 import model, optim, published
 from tunesmith.families.stable_audio_3 import names as sa3_names
 from tunesmith.families.stable_audio_3.data import Batch
 from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
@@ -50,7 +56,6 @@ from tunesmith.train.state import ResumeError, params_state
 from tunesmith.train.trainer import StepReport
 
 MX_DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
-ADAMW_WEIGHT_DECAY = 0.01  # torch.optim.AdamW's default, which the torch loop uses
 CLIP_EPS = 1e-6  # torch's clip_grad_norm_: coef = max_norm / (norm + 1e-6), at most 1
 
 
@@ -119,18 +124,19 @@ def _global_norm(tree) -> mx.array:
     return mx.sqrt(sum(mx.sum(a.astype(mx.float32) ** 2) for _, a in tree_flatten(tree)))
 
 
-def adamw(lr: float) -> optim.AdamW:
-    """torch.optim.AdamW(lr=lr) in MLX: betas, eps and weight decay are torch's defaults."""
-    return optim.AdamW(
-        learning_rate=lr,
-        betas=[0.9, 0.999],
-        eps=1e-8,
-        weight_decay=ADAMW_WEIGHT_DECAY,
+def adamw(train) -> mlx_optim.AdamW:
+    """`optim.torch_adamw` in MLX: the run's lr, betas, eps and weight decay, bias-corrected
+    as torch's (MLX's AdamW also decays by lr·wd before the Adam step, as torch's does)."""
+    return mlx_optim.AdamW(
+        learning_rate=train.lr,
+        betas=[float(b) for b in train.betas],
+        eps=train.eps,
+        weight_decay=train.weight_decay,
         bias_correction=True,
     )
 
 
-def make_step(modules: SA3Modules, optimizer: optim.Optimizer, grad_clip: float = 0.0):
+def make_step(modules: SA3Modules, optimizer: mlx_optim.Optimizer, grad_clip: float = 0.0):
     """The compiled training step: (x0, noise, t, embeds, prompt_mask, seconds, drop,
     frame_mask) → (mean loss, grad norm after clipping, parameter norm before the update).
 
@@ -144,6 +150,7 @@ def make_step(modules: SA3Modules, optimizer: optim.Optimizer, grad_clip: float 
 
     @partial(mx.compile, inputs=state, outputs=state)
     def step(*inputs):
+        run.traces += 1  # Python runs here only while MLX traces the step
         magnitude = _global_norm(modules.trainable_parameters())
         loss, grads = value_and_grad(modules, *inputs)
         if grad_clip > 0:
@@ -156,6 +163,7 @@ def make_step(modules: SA3Modules, optimizer: optim.Optimizer, grad_clip: float 
         mx.eval(state, out)
         return out
 
+    run.traces = 0
     return run
 
 
@@ -175,6 +183,7 @@ class MLXObjective:
         self.dtype = MX_DTYPES[placement.dtype]
         # The torch pipeline (float32, CPU) for T5Gemma, the demos and the initial A.
         self.pipe = model.load_pipeline(checkpoint, torch.float32, "cpu")
+        self.underfit_model = published.underfit_model_id(checkpoint)  # as the torch Objective
         transformer, duration_embedder = mlx_convert.from_diffusers(
             self.pipe.transformer, self.pipe.duration_embedder
         )
@@ -195,7 +204,8 @@ class MLXObjective:
         mlx_lora.attach(self.modules, self.targets, a.rank, a.scale_alpha, a.type)
         self._adopt_torch_init()
         self._text: dict[str, tuple[mx.array, mx.array]] = {}
-        self.optimizer = adamw(run.train.lr)
+        self.optimizer = adamw(run.train)
+        self.schedule, self.schedule_step = optim.lr_schedule(run.train), 0
         self._step = make_step(self.modules, self.optimizer, run.train.grad_clip)
 
     def _adopt_torch_init(self) -> None:
@@ -256,9 +266,16 @@ class MLXObjective:
         losses = per_sample_loss(self.modules, *self.inputs(batch, prompts, t, noise, drop))
         return torch.from_numpy(np.array(losses))
 
+    def lr(self, step: int) -> float:
+        """The learning rate of optimizer step `step` (0-based): the peak times the schedule."""
+        return self.run.train.lr * self.schedule(step)
+
     def step(self, batch: Batch, prompts, t, noise, drop) -> tuple[float, float, float]:
-        """One compiled optimizer step: (loss, grad norm after clipping, adapter norm before)."""
+        """One compiled optimizer step: (loss, grad norm after clipping, adapter norm before),
+        at the schedule's lr for this step; the schedule then moves on, as torch's LambdaLR."""
+        self.optimizer.learning_rate = self.lr(self.schedule_step)  # an array in the state
         loss, grad_norm, magnitude = self._step(*self.inputs(batch, prompts, t, noise, drop))
+        self.schedule_step += 1
         return loss.item(), grad_norm.item(), magnitude.item()
 
     def shift_timesteps(self, t: torch.Tensor, length: int) -> torch.Tensor:
@@ -320,7 +337,9 @@ class MlxTrainer(UnderfitTrainer):
     def step(self) -> StepReport:
         d = self.draws.next()
         value, grad_norm, magnitude = self.objective.step(d.batch, d.prompts, d.t, d.noise, d.drop)
-        fields = {"lr": self.run.train.lr, "grad_norm": grad_norm, "lora_magnitude": magnitude}
+        # The lr the next step will use, as the torch trainer (and underfit) logs it.
+        lr = self.objective.lr(self.objective.schedule_step)
+        fields = {"lr": lr, "grad_norm": grad_norm, "lora_magnitude": magnitude}
         return StepReport(value, d.t.float().mean().item(), self.draws.epoch, fields)
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
@@ -329,12 +348,19 @@ class MlxTrainer(UnderfitTrainer):
         moments = self.objective.optimizer_state()["state"][0]
         return (
             {**params_state(params), **{f"mlx.{k}": v for k, v in moments.items()}, **tensors},
-            {**document, "optimizer": {"backend": "mlx"}},
+            {
+                **document,
+                "optimizer": {"backend": "mlx"},
+                "schedule_step": self.objective.schedule_step,
+            },  # fmt: skip
         )
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
         if document.get("optimizer") != {"backend": "mlx"}:
             raise ResumeError("the saved optimizer state is not an MLX one")
+        if "schedule_step" not in document:
+            raise ResumeError("the saved state has no lr schedule step (saved by an older version)")
+        self.objective.schedule_step = document["schedule_step"]
         count = sum(1 for key in tensors if key.startswith("param."))
         params = [tensors[f"param.{i}"] for i in range(count)]
         moments = {k[4:]: v for k, v in tensors.items() if k.startswith("mlx.")}
