@@ -37,7 +37,8 @@ class RunPlan:
 
     @property
     def result_path(self) -> Path:
-        return self.run_dir / f"result-steps={self.run.train.steps}.json"
+        steps = self.run.train.steps  # None: the trainer's own count (an epoch horizon)
+        return self.run_dir / (f"result-steps={steps}.json" if steps else "result.json")
 
     def cached(self) -> bool:
         if not self.result_path.exists():
