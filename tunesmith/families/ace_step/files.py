@@ -168,18 +168,6 @@ def remove_adapter(path: Path) -> None:
         shutil.rmtree(folder)
 
 
-def comfy_key_map(decoder_modules: list[str]) -> dict[str, str]:
-    """ComfyUI's ACE-Step 1.5 LoRA key map (`comfy/lora.py`, `model_lora_keys_unet`, the
-    ACEStep15 branch): for each decoder weight `diffusion_model.decoder.<m>.weight`, the keys
-    `base_model.model.<m>` and `lycoris_<m with dots as underscores>`."""
-    out = {}
-    for module in decoder_modules:
-        weight = f"diffusion_model.decoder.{module}.weight"
-        out[f"base_model.model.{module}"] = weight
-        out["lycoris_" + module.replace(".", "_")] = weight
-    return out
-
-
 def validate_files(path: str | Path) -> dict[str, str]:
     """Check an adapter folder (or its adapter_model.safetensors) as PEFT, diffusers and
     ComfyUI read it; returns the weights' metadata. Raises ValueError naming the rule."""
