@@ -7,12 +7,7 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture(scope="session")
-def tiny_ace_step(tmp_path_factory) -> Path:
-    """The tiny ACE-Step 1.5 checkpoint folder (read only)."""
-    from tunesmith.families.ace_step.tiny import make_tiny_ace_step
-
-    return make_tiny_ace_step(tmp_path_factory.mktemp("models") / "tiny-ace-step", seed=0)
+# `tiny_ace_step`, the checkpoint folder, is in tests/conftest.py (the golden case uses it too).
 
 
 @pytest.fixture(scope="session")

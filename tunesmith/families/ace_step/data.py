@@ -50,8 +50,9 @@ def context(silence: torch.Tensor, start: int, length: int) -> torch.Tensor:
     """The DiT's context for frames [start, start + length) of a song: the checkpoint's silence
     latent as source (tiled past its end, as `encode.context_latents`) beside a chunk mask of
     ones (generate everywhere), [1, length, 2C]."""
-    repeats = math.ceil((start + length) / silence.shape[1])
-    source = silence.repeat(1, repeats, 1)[:, start : start + length, :]
+    if start + length > silence.shape[1]:  # past the buffer's 600 s: tiled
+        silence = silence.repeat(1, math.ceil((start + length) / silence.shape[1]), 1)
+    source = silence[:, start : start + length, :]
     return torch.cat([source, torch.ones_like(source)], dim=-1)
 
 

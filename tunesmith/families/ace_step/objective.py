@@ -64,6 +64,8 @@ def with_dropout(
 ) -> torch.Tensor:
     """conditioning [B, S, H] with the crops where `drop` [B] (bool) is set replaced by the null
     condition [1, 1, H] broadcast over their tokens."""
+    if not bool(drop.any()):
+        return conditioning
     null = null.to(conditioning).expand_as(conditioning)
     return torch.where(drop.to(conditioning.device)[:, None, None], null, conditioning)
 

@@ -111,7 +111,7 @@ class AceStepTrainer:
                 states, _ = encode.conditioning(self.pipe, _text(caption), _text(lyrics))
             items.append(data.Item(row["path"], latents, states.detach()))
         if not items:
-            raise ConfigError(f"run {self.run.name!r}: no encoded songs to train on")
+            raise ConfigError("no encoded songs to train on")
         return items
 
     def _attach(self, adapter, seed: int) -> None:
@@ -122,7 +122,7 @@ class AceStepTrainer:
                           self.transformer.named_modules() if n in self.targets}  # fmt: skip
                 found = lokr_factor_problems(layers, adapter.factor)
                 if found:
-                    raise ConfigError(f"run {self.run.name!r}: " + "; ".join(found))
+                    raise ConfigError("; ".join(found))
                 torch_lokr.attach(self.transformer, self.targets, adapter.rank,
                                   adapter.scale_alpha, adapter.factor)  # fmt: skip
             else:
@@ -146,7 +146,7 @@ class AceStepTrainer:
         try:
             return build_optimizer(self.named, cfg.lr, settings)
         except OptimizerError as exc:
-            raise ConfigError(f"run {self.run.name!r}: {exc}") from None
+            raise ConfigError(str(exc)) from None
 
     # --- the step ------------------------------------------------------------------------------
 
