@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-
 # `tiny_ace_step`, the checkpoint folder, is in tests/conftest.py (the golden case uses it too).
 
 
