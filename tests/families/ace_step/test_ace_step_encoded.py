@@ -137,7 +137,7 @@ def test_a_file_over_the_limit_is_cut_with_a_warning(tiny_ace_step, tmp_path, mo
     monkeypatch.setattr("tunesmith.media.audio.MAX_SECONDS", 1.0)
     folder = dataset(tmp_path, tiny_ace_step, count=1)
     encoded, _ = encode_dataset(folder, tmp_path / "models", tmp_path)
-    assert "clip0.wav: clip0.wav: 1.6 s is over 1 s; cut there" in encoded.result.extra["warnings"]
+    assert "clip0.wav: 1.6 s is over 1 s; cut there" in encoded.result.extra["warnings"]
     assert list(encoded.frame["frames"]) == [25]
 
 

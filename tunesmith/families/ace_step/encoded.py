@@ -168,7 +168,7 @@ class _Base:
             meta = store.read_json(key)
             if meta is None:
                 raise DamagedEntry(f"{store.path(key)}: damaged; it is computed on the next run")
-            notes += [f"{item['path']}: {w}" for w in meta["warnings"]]
+            notes += meta["warnings"]  # they name the file
             self.keys[item["path"]], done[item["path"]] = key, meta
         return done
 
@@ -208,21 +208,23 @@ class _Base:
             caption_key = self._text("caption", texts.caption_string)
             lyrics_key = self._text("lyrics", texts.lyrics_string)
             self.texts.setdefault(rel, {})[run.name] = asdict(texts)
-            store = self.request.store
-            rows.append({
-                "model": self.checkpoint.name, "run": run.name, "path": rel,
-                "entry": self.keys[rel], "latents": str(store.path(self.keys[rel]) /
-                                                        "item.safetensors"),
-                "frames": meta["frames"], "seconds": meta["seconds"], "codes": meta["codes"],
-                "caption": texts.caption, "caption_entry": caption_key,
-                "caption_states": str(store.path(caption_key) / "text.safetensors"),
-                "lyrics_entry": lyrics_key,
-                "lyrics_states": str(store.path(lyrics_key) / "text.safetensors"),
-                "use_genre": texts.use_genre, "instrumental": texts.instrumental,
-                "language": texts.language, "trigger": texts.trigger,
-                "tag_position": texts.tag_position,
-            })  # fmt: skip
+            rows.append(self._row(run.name, rel, meta, texts, caption_key, lyrics_key))
         return rows
+
+    def _row(self, run: str, rel: str, meta: dict, texts, caption_key: str, lyrics_key: str):
+        store, key = self.request.store, self.keys[rel]
+        return {
+            "model": self.checkpoint.name, "run": run, "path": rel, "entry": key,
+            "latents": str(store.path(key) / "item.safetensors"), "frames": meta["frames"],
+            "seconds": meta["seconds"], "codes": meta["codes"], "caption": texts.caption,
+            "caption_entry": caption_key,
+            "caption_states": str(store.path(caption_key) / "text.safetensors"),
+            "lyrics_entry": lyrics_key,
+            "lyrics_states": str(store.path(lyrics_key) / "text.safetensors"),
+            "use_genre": texts.use_genre, "instrumental": texts.instrumental,
+            "language": texts.language, "trigger": texts.trigger,
+            "tag_position": texts.tag_position,
+        }  # fmt: skip
 
     def _text(self, kind: str, string: str) -> str:
         """The store key of one string's encoding, encoding it when missing."""
