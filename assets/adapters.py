@@ -31,7 +31,8 @@ COLUMNS = ["run", "family", "placement", "steps", "steps_per_second", "base_loss
     "adapters",
     engine.STAGE_VERSION,
     "One adapter per [[runs]] entry of tunesmith.toml (Stable Audio 3: underfit's conventions "
-    "and files; SDXL: PEFT and kohya files), a validation loss on held-out items, the best "
+    "and files; SDXL: PEFT and kohya files; ACE-Step: PEFT folders), a validation loss on "
+    "held-out items, the best "
     "and the last checkpoints.",
     pool=GPU_POOL,
     check_specs=[

@@ -102,3 +102,11 @@ def pipe(tiny_sa3: Path):
     pipe = load_pipeline(tiny_sa3)
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+@pytest.fixture(scope="session")
+def tiny_ace_step(tmp_path_factory) -> Path:
+    """The tiny ACE-Step 1.5 checkpoint folder, made once per test session (read only)."""
+    from tunesmith.families.ace_step.tiny import make_tiny_ace_step
+
+    return make_tiny_ace_step(tmp_path_factory.mktemp("models") / "tiny-ace-step", seed=0)

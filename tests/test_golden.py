@@ -78,6 +78,39 @@ cfg = 5.0
 """
 
 
+SONGS_TOML = """\
+[dataset]
+default_language = "en"
+[[runs]]
+name = "golden-songs"
+family = "ace-step"
+base_model = "tiny-ace-step"
+trigger = "gldn"
+[runs.adapter]
+rank = 16
+[runs.train]
+epochs = 3
+accumulation = 2
+crop_frames = 24
+eval_every = 3
+checkpoint_every = 3
+[[runs.demos]]
+prompt = "{trigger}, a loop"
+lyrics = "[Verse]\\nla la"
+seed = 7
+duration = 1.0
+steps = 2
+"""
+
+
+def _songs(folder: Path) -> None:
+    for i, (bpm, freq) in enumerate([(90, 220.0), (120, 330.0), (150, 440.0)]):
+        write_clip(folder / f"clip{i}.wav", seconds=1.6, bpm=bpm, freq=freq)
+        (folder / f"clip{i}.txt").write_text(f"a loop at {bpm} bpm")
+    (folder / "clip0.lyrics.txt").write_text("[Verse]\nla la la\n")
+    (folder / "tunesmith.toml").write_text(SONGS_TOML)
+
+
 def _audio(folder: Path) -> None:
     for i, (bpm, freq) in enumerate([(90, 220.0), (120, 330.0), (150, 440.0)]):
         write_clip(folder / f"clip{i}.wav", seconds=2.0, bpm=bpm, freq=freq)
@@ -103,6 +136,7 @@ CASES = {
     "stable-audio-3-torch": (_audio, "tiny_sa3", "tiny-stable-audio-3", "torch"),
     "stable-audio-3-mlx": (_audio, "tiny_sa3", "tiny-stable-audio-3", "mlx"),
     "sdxl-torch": (_images, "tiny_sdxl", "tiny-sdxl", "torch"),
+    "ace-step-torch": (_songs, "tiny_ace_step", "tiny-ace-step", "torch"),
 }
 
 

@@ -2,7 +2,8 @@
 
 `loops` (audio at known tempi and keys) trains a Stable Audio 3 adapter on the tiny
 Stable Audio 3 in `<models>/tiny-stable-audio-3`; `rings` (drawn images) is encoded for
-the tiny SDXL in `<models>/tiny-sdxl`.
+the tiny SDXL in `<models>/tiny-sdxl`; `songs` (sung and instrumental clips with lyrics
+sidecars) trains an ACE-Step LoRA on the tiny ACE-Step 1.5 in `<models>/tiny-ace-step`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 TINY_SA3 = "tiny-stable-audio-3"
 TINY_SDXL = "tiny-sdxl"
+TINY_ACE_STEP = "tiny-ace-step"
 
 # The rings' run: the tiny SDXL at a size its 8x VAE turns into 8x8 latents, a learning rate
 # a random tiny UNet moves at in 200 steps (SDXL's usual is 1e-4).
@@ -82,11 +84,52 @@ steps = 25
 """
 
 
+# The songs' run: HOT-Step's LoRA with Muon and its schedule, on crops of 5 s, a horizon short
+# enough for a CPU (HOT-Step's is 400 epochs), a rank the tiny DiT's 32-wide layers can hold.
+SONGS_TOML = f"""\
+# Written by `tunesmith examples`. Every key not given takes the family's default.
+[dataset]
+default_language = "en"   # declared, never detected
+custom_tag = "sngz"       # the trigger word, put before every caption (tag_position)
+
+[[runs]]
+name = "songs-lora"
+family = "ace-step"
+base_model = "{TINY_ACE_STEP}"
+trigger = "sngz"
+
+[runs.adapter]
+type = "lora"
+rank = 16                 # alpha: 2 x rank, HOT-Step's ratio
+
+[runs.train]
+epochs = 60
+crop_frames = 128         # 5.1 s of latents at 25 Hz
+eval_every = 15
+checkpoint_every = 30
+
+# Rendered with and without the adapter, same seed.
+[[runs.demos]]
+prompt = "{{trigger}}, bright synth pop song with a female voice"
+lyrics = "[Verse]\\nlast bus home through the city light"
+seed = 42
+duration = 8.0
+steps = 8
+
+[[runs.demos]]
+prompt = "warm lo-fi hip hop instrumental"
+seed = 43
+duration = 8.0
+steps = 8
+"""
+
+
 def make_examples(datasets_root: Path, models_root: Path | None = None) -> dict[str, Path]:
     """Write every example dataset under `datasets_root` (and the tiny models under
     `models_root`, when given); returns name → folder."""
     from tunesmith.examples.loops import make_loops
     from tunesmith.examples.rings import make_rings
+    from tunesmith.examples.songs import make_songs
     from tunesmith.store.atomic import write_if_changed
 
     folders = {"loops": datasets_root / "loops", "rings": datasets_root / "rings"}
@@ -94,10 +137,15 @@ def make_examples(datasets_root: Path, models_root: Path | None = None) -> dict[
     write_if_changed(folders["loops"] / "tunesmith.toml", LOOPS_TOML.encode())
     make_rings(folders["rings"])
     write_if_changed(folders["rings"] / "tunesmith.toml", RINGS_TOML.encode())
+    folders["songs"] = datasets_root / "songs"
+    make_songs(folders["songs"])
+    write_if_changed(folders["songs"] / "tunesmith.toml", SONGS_TOML.encode())
     if models_root is not None:
+        from tunesmith.families.ace_step.tiny import make_tiny_ace_step
         from tunesmith.families.sdxl.tiny import make_tiny_sdxl
         from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 
         folders[TINY_SA3] = make_tiny_stable_audio_3(models_root / TINY_SA3)
         folders[TINY_SDXL] = make_tiny_sdxl(models_root / TINY_SDXL)
+        folders[TINY_ACE_STEP] = make_tiny_ace_step(models_root / TINY_ACE_STEP)
     return folders

@@ -13,7 +13,8 @@ Files, as ACE-Step users lay a dataset out (ACE-Step 1.5's dataset builder, Side
     <stem>.lyrics.txt   the sung text with [Verse] / [Chorus] tags, UTF-8; only sung clips
                         have one (no lyrics means `[Instrumental]`)
 
-Not handled: `tunesmith.toml` and Side-Step's `dataset.json` are not written; consonants,
+Not handled: Side-Step's `dataset.json` is not written (`tunesmith.examples` writes the
+`tunesmith.toml`); consonants,
 pitch glides and anything a listener would call singing.
 """
 

@@ -67,9 +67,15 @@ class ConfigSections:
         {"prompt": "{trigger}", "seed": 43},
     )
     check: Any = None  # (run) → list[str]
+    # (run) → run: defaults that depend on other settings (an adapter type's own lr), filled
+    # in before the checks; None: every default is the dataclasses' own.
+    fill: Any = None
 
     def problems(self, run) -> list[str]:
         return list(self.check(run)) if self.check else []
+
+    def complete(self, run):
+        return self.fill(run) if self.fill else run
 
 
 class Family:

@@ -13,7 +13,8 @@ until Reveal, records the pick per prompt in localStorage and exports the picks 
 `page` holds title, run, dataset, family and prompts; optionally validation (a list of
 {step, loss}) with best_step, best_loss and base_loss, validation_note, config, lineage and
 notes. A prompt holds id, prompt, seed, steps, cfg, base and adapter, and for audio also
-duration (seconds). A side is one of two kinds, the same kind throughout a page:
+duration (seconds) and optionally lyrics (sung text, shown under the prompt). A side is one
+of two kinds, the same kind throughout a page:
 
     {"audio": "renders/base/demo0.wav", "spectrogram": "renders/base/demo0.png"}
     {"image": "renders/base/demo0.png"}
@@ -207,6 +208,12 @@ def _settings_html(prompt: dict, where: str, folder: Path, kind: str) -> str:
     )
 
 
+def _lyrics_html(prompt: dict) -> str:
+    """The sung text of an audio demo that has one; nothing otherwise."""
+    lyrics = prompt.get("lyrics")
+    return f'<pre class="lyrics">{_esc(lyrics)}</pre>' if lyrics else ""
+
+
 def _prompt_html(index: int, prompt: dict, folder: Path, kind: str) -> str:
     where = f"prompts[{index}]"
     pid, text = prompt["id"], _require(prompt, "prompt", where)
@@ -227,7 +234,7 @@ def _prompt_html(index: int, prompt: dict, folder: Path, kind: str) -> str:
     )
     return (
         f'<article class="prompt" data-prompt-id="{_esc(pid)}" data-prompt="{_esc(text)}">'
-        f"<h3>{shown}</h3>{_settings_html(prompt, where, folder, kind)}"
+        f"<h3>{shown}</h3>{_lyrics_html(prompt)}{_settings_html(prompt, where, folder, kind)}"
         f'<div class="pair">{sides}</div>'
         f'<div class="choice" role="group" aria-label="Which do you prefer?">'
         f"<span>Preferred:</span>{choices}</div>"

@@ -34,6 +34,7 @@ h3 { font-size: 1rem; margin: 0 0 2px; font-weight: 600; overflow-wrap: anywhere
 .meta, .settings, .muted { color: var(--muted); }
 .meta { margin: 0; }
 .settings { margin: 0 0 10px; font-size: 0.9rem; }
+.lyrics { margin: 0 0 8px; font: inherit; font-size: 0.9rem; white-space: pre-wrap; }
 .toolbar { position: sticky; top: 0; z-index: 1; display: flex; gap: 12px;
   align-items: center; background: var(--soft); border-bottom: 1px solid var(--line);
   padding-top: 8px; padding-bottom: 8px; margin-top: 12px; flex-wrap: wrap; }

@@ -78,6 +78,8 @@ def audition_spec(
         prompts.append({"id": f"demo{index}", "prompt": demo.prompt, "seed": demo.seed,
                         "duration": getattr(demo, "duration", None), "steps": demo.steps,
                         "cfg": demo.cfg, **sides})  # fmt: skip
+        if getattr(demo, "lyrics", ""):  # a family whose demos sing
+            prompts[-1]["lyrics"] = demo.lyrics
     lineage = _lineage(run.family, trained["best_path"])
     return {
         "title": f"{run.name} — auditions",

@@ -119,6 +119,8 @@ class _RunRenders:
             settings = {"width": run.train.size, "height": run.train.size}
         else:
             settings = {"duration": demo.duration}
+            if getattr(demo, "lyrics", ""):  # a family whose demos sing
+                settings["lyrics"] = demo.lyrics
         sidecar = {
             "prompt": demo.prompt, "seed": demo.seed, **settings,
             "steps": demo.steps, "cfg": demo.cfg, "side": side,

@@ -51,7 +51,7 @@ class AdapterConfig:
 class TrainConfig:
     """What every family's train section has."""
 
-    steps: int = 1000
+    steps: int | None = 1000  # None only where the family's trainer sets the count
     lr: float = 1e-4
     batch_size: int = 1
     seed: int = 42
@@ -141,6 +141,7 @@ def resolve_run(raw: dict[str, Any], path: Path, index: int) -> RunConfig:
         train=train,
         demos=tuple(dict.fromkeys(demos)),  # the defaults coincide when there is no trigger
     )
+    run = sections.complete(run)
     validate(run, where)
     return run
 
@@ -201,6 +202,8 @@ def validate(run: RunConfig, where: str) -> None:
         problems.append(f"train.lr must be > 0, got {t.lr!r}")
     for key in ("steps", "batch_size", "checkpoint_every", "eval_every"):
         value = getattr(t, key)
+        if key == "steps" and value is None:
+            continue  # the family's trainer decides (an epoch horizon, for one)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             problems.append(f"train.{key} must be an integer ≥ 1, got {value!r}")
     if t.grad_clip < 0:

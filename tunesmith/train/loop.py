@@ -86,14 +86,18 @@ def train(
     log: Callable[[str], None] = print,
     progress: TextIO | None = None,
 ) -> TrainResult:
-    """Train to `trainer.run.train.steps`, resuming from `run_dir/state` when it can.
+    """Train to `trainer.steps` where the trainer sets it, else `trainer.run.train.steps`,
+    resuming from `run_dir/state` when it can; a step whose report says `stop` ends it early.
 
     `log` gets one line per validation; `progress` (default stdout) gets the progress bar.
     """
     cfg, name = trainer.run.train, trainer.run.name
+    steps = getattr(trainer, "steps", None) or cfg.steps
     start_time = time.perf_counter()
     run = _Run(trainer, run_dir)
-    saved = latest_state(run_dir / "state", cfg.steps)
+    if getattr(trainer, "start_note", ""):
+        log(f"{name}: {trainer.start_note}")
+    saved = latest_state(run_dir / "state", steps)
     if saved is not None:
         _resume(run, saved)
         log(f"resuming {name} from step {run.step} ({saved})")
@@ -107,7 +111,7 @@ def train(
     trained, train_seconds, stopped = 0, 0.0, ""
     bar = _bar(run.step, run.epoch, progress or sys.stdout)
     try:
-        while run.step < cfg.steps:
+        while run.step < steps:
             tick = time.perf_counter()
             report = trainer.step()
             if not math.isfinite(report.loss):
@@ -127,16 +131,18 @@ def train(
             bar.update(1)
             events.step(run.step, report.t, report.loss, **report.fields)
             over = cap.passed()
-            if run.step % cfg.eval_every == 0 or run.step == cfg.steps or over:
+            end = run.step == steps or over or report.stop
+            if run.step % cfg.eval_every == 0 or end:
                 measured = run.measure(log)
                 events.event("validation", step=run.step, loss=measured)
                 log(f"{name}: step {run.step} validation loss {measured:.6f}")
-            if run.step % cfg.checkpoint_every == 0 or run.step == cfg.steps or over:
+            if run.step % cfg.checkpoint_every == 0 or end:
                 run.checkpoint(events)
-            if over:
-                stopped = f"stopped at step {run.step} of {cfg.steps}: {over} (train.cap)"
+            if over or report.stop:
+                why = f"{over} (train.cap)" if over else report.stop
+                stopped = f"stopped at step {run.step} of {steps}: {why}"
                 log(f"{name}: {stopped}; adapter files and state kept")
-                events.event("stopped", step=run.step, reason=over)
+                events.event("stopped", step=run.step, reason=over or report.stop)
                 break
     finally:
         bar.close()

@@ -37,7 +37,8 @@ class RunPlan:
 
     @property
     def result_path(self) -> Path:
-        return self.run_dir / f"result-steps={self.run.train.steps}.json"
+        steps = self.run.train.steps  # None: the trainer's own count (an epoch horizon)
+        return self.run_dir / (f"result-steps={steps}.json" if steps else "result.json")
 
     def cached(self) -> bool:
         if not self.result_path.exists():
@@ -67,6 +68,8 @@ def plan(
     mine = encoded["model"] == checkpoint.name
     if "family" in encoded:
         mine &= encoded["family"] == run.family
+    if "run" in encoded:  # a family whose rows depend on the run names it; others leave it empty
+        mine &= encoded["run"].isna() | (encoded["run"] == run.name)
     if not mine.any():
         raise ValueError(f"run {run.name!r}: nothing was encoded for {checkpoint}")
     items = encoded[mine].dropna(axis=1, how="all").sort_values("path")  # this family's columns

@@ -26,12 +26,14 @@ from tunesmith.train.config import RunConfig
 class StepReport:
     """What one optimizer step did: its loss, the mean noise level of its batch (underfit's
     `loss_by_timestep.bin` record), the epoch it drew from, and numbers for the progress bar
-    and the events (`lr`, `grad_norm`, ...)."""
+    and the events (`lr`, `grad_norm`, ...). A non-empty `stop` ends the run after this step
+    (validation, files and state as at the last step), saying why: a target loss reached."""
 
     loss: float
     t: float
     epoch: int
     fields: dict[str, float] = field(default_factory=dict)
+    stop: str = ""
 
 
 class AdapterNames(Protocol):
@@ -50,6 +52,9 @@ class Trainer(Protocol):
     identity: dict[str, Any]  # what a saved state must match to be resumed
     validation_note: str  # on what the validation loss is measured, in words
     names: AdapterNames
+    # Optional: `start_note`, one line the loop logs when the run starts or resumes (e.g. the
+    # optimizer's split of the parameters); `steps`, where set, the steps the run trains to
+    # (a family whose horizon is counted in epochs knows it only once it has its items).
 
     def step(self) -> StepReport:
         """One optimizer update. On a non-finite loss the adapter is left as it was."""

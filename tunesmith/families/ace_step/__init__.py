@@ -1,10 +1,86 @@
 """The `ace-step` family: ACE-Step 1.5 as diffusers ships it, trained as HOT-Step and Side-Step do.
 
-model.py    the checkpoint folder: parts, check (audio codes optional), load
-tiny.py     a tiny ACE-Step 1.5 with the real classes, in the published layout
-text.py     the text encoder's inputs as ACE-Step 1.5 formats them; the trigger rules
-encode.py   audio -> 48 kHz stereo -> Oobleck latents (25 Hz) -> FSQ codes (5 Hz); texts ->
-            hidden states; what the DiT reads; one item's files (safetensors + JSON sidecar)
+model.py     the checkpoint folder: parts, check (audio codes optional), load
+tiny.py      a tiny ACE-Step 1.5 with the real classes, in the published layout
+text.py      the text encoder's inputs as ACE-Step 1.5 formats them; the trigger rules
+encode.py    audio -> 48 kHz stereo -> Oobleck latents (25 Hz) -> FSQ codes (5 Hz); texts ->
+             hidden states; what the DiT reads; one item's files (safetensors + JSON sidecar)
+config.py    a run's settings: HOT-Step's DiT defaults per adapter type, and their checks
+captions.py  which caption and lyrics strings each item trains on in a run
+encoded.py   stage `encoded`: per file latents + codes, per distinct text its encoding
+objective.py the DiT loss: flow matching in ACE-Step's convention, its timesteps, CFG dropout,
+             the loss weightings, normalised per crop and per optimizer window
+data.py      training items, crops, the epoch order, the fixed validation draws
+trainer.py   one run as a trainer of the one loop: adapters, optimizer, schedule, state
+files.py     the PEFT folder (and LoKr's LyCORIS twin) every tool loads; its check
+sample.py    renders and training samples through AceStepPipeline
+planner/     the planner LM's pieces
 
 The conventions and their sources: docs/conventions/ace-step.md.
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+
+from tunesmith.families import ConfigSections, Family
+from tunesmith.families.ace_step import config as settings
+
+
+class AceStep(Family):
+    name, title, media = "ace-step", "ACE-Step 1.5", "audio"
+    default_base_model = "ace-step-1.5"
+    # A run's texts are its own (trigger, genre ratio), so its rows name it; the entries are
+    # content keys: a caption edit changes `caption_entry`, new audio changes `entry`.
+    item_keys = ("run", "path", "entry", "caption_entry", "lyrics_entry")
+    config = ConfigSections(
+        settings.AceStepAdapter,
+        settings.AceStepTrain,
+        settings.AceStepDemo,
+        default_demos=({"prompt": "", "seed": 42}, {"prompt": "{trigger}", "seed": 43}),
+        check=settings.problems,
+        fill=settings.fill,
+    )
+    files_check = "ace_step_files"
+    # torch on CUDA, MPS or the CPU; no MLX implementation of this family.
+    backends = MappingProxyType(
+        {
+            "encoded": frozenset({"torch"}),
+            "adapters": frozenset({"torch"}),
+            "renders": frozenset({"torch"}),
+        }  # fmt: skip
+    )
+
+    def check_base_model(self, folder: Path) -> None:
+        from tunesmith.families.ace_step.model import check_checkpoint
+
+        check_checkpoint(folder)
+
+    def encode(self, request):
+        from tunesmith.families.ace_step.encoded import build_encoded
+
+        return build_encoded(request)
+
+    def trainer(self, backend: str) -> type:
+        from tunesmith.families.ace_step.trainer import AceStepTrainer
+
+        return AceStepTrainer
+
+    def renderer(self, run, base_model: Path, placement, adapter: Path):
+        from tunesmith.families.ace_step.sample import Renderer
+
+        return Renderer(base_model, placement, adapter)
+
+    def validate_files(self, path) -> dict[str, str]:
+        from tunesmith.families.ace_step.files import validate_files
+
+        return validate_files(path)
+
+    def make_tiny(self, folder: Path) -> Path:
+        from tunesmith.families.ace_step.tiny import make_tiny_ace_step
+
+        return make_tiny_ace_step(folder)
+
+
+FAMILY = AceStep()

@@ -1,0 +1,218 @@
+"""Our ACE-Step LoRA training step against a bare loop, in one run, on one machine.
+
+The bare loop is what a user writes by hand from diffusers' ACE-Step 1.5 pieces: the pipeline
+loaded, each song's conditioning computed once by its condition encoder, PEFT LoRA added to
+the DiT with `add_adapter` on every attention and MLP projection, the factors cast to fp32,
+AdamW, and per step a random crop, a level drawn as ACE-Step 1.5's `sample_t_r` draws it, CFG
+dropout onto the null condition, the flow-matching MSE against ε − x0, backward, global-norm
+clipping at 1.0 and the AdamW step. Ours is `AceStepTrainer.step()` (tunesmith's trainer of the
+one loop) with the same settings and AdamW: its window draw, the weights (flow_snr), the crop's
+context, the loss and backward, clipping, the optimizer and the schedule; validation, samples
+and files are left out. Both train LoRA rank 64 (alpha 128) on the same 44 layers of
+tunesmith's tiny ACE-Step 1.5 with its DiT widened (`bench/muon_step.py`'s `DIT`), on crops of
+`CROP` frames from `SONGS` songs stored as the `encoded` stage stores them, each in its own
+process, loaded from the same folder in the published layout.
+
+Printed: steps per second of each (one over the median step after `WARMUP` steps, timed by
+this thread's CPU time on a CPU with one torch thread; the best of `ROUNDS` interleaved runs),
+the time ratio (ours / bare, goal ≤ 1.05) and the ratio of the memory each training adds over
+its loaded model (peak RSS on the CPU, peak allocated on CUDA; goal ≤ 1.10).
+
+    .venv/bin/python bench/ace_step_step.py [--steps 20] [--device cpu] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from bench.muon_step import DIT, PROJECTIONS  # noqa: E402
+from bench.sdxl_step import MALLOC, PeakMemory, clock, page_in  # noqa: E402
+
+RANK, SONGS, FRAMES, CROP, WARMUP, ROUNDS = 64, 8, 600, 256, 3, 3
+LINEAGE = {"tunesmith.version": "bench", "tunesmith.base_model_fingerprint": "bench",
+           "tunesmith.run_key": "bench"}  # fmt: skip
+
+
+def make_model(folder: Path) -> int:
+    """The tiny ACE-Step 1.5 with the wider DiT, saved to `folder`; its DiT's parameter count."""
+    from diffusers import AceStepTransformer1DModel
+
+    from tunesmith.families.ace_step.tiny import HIDDEN, TINY_ACE_STEP_CONFIG, build_tiny_ace_step
+
+    pipe = build_tiny_ace_step(0)
+    torch.manual_seed(0)
+    config = {**TINY_ACE_STEP_CONFIG["transformer"], **DIT, "encoder_hidden_size": HIDDEN}
+    pipe.transformer = AceStepTransformer1DModel(**config).eval()
+    pipe.register_modules(transformer=pipe.transformer)
+    pipe.save_pretrained(folder, safe_serialization=True)
+    return sum(p.numel() for p in pipe.transformer.parameters())
+
+
+def songs(folder: Path, work: Path):
+    """`SONGS` random songs as the `encoded` stage's rows (latents, caption and lyrics states)."""
+    import pandas as pd
+
+    from tunesmith.families.ace_step.tiny import LATENT_DIM, TEXT_DIM
+    from tunesmith.store.tensors import write_safetensors
+
+    g, rows = torch.Generator().manual_seed(1), []
+    for i in range(SONGS):
+        paths = {k: work / f"{k}{i}.safetensors" for k in ("latents", "caption", "lyrics")}
+        latents = torch.randn(FRAMES, LATENT_DIM, generator=g)
+        write_safetensors(paths["latents"], {"latents": latents})
+        for key, length in (("caption", 60), ("lyrics", 120)):
+            states = torch.randn(length, TEXT_DIM, generator=g)
+            write_safetensors(paths[key], {"hidden_states": states})
+        rows.append({"path": f"song{i}.wav", "latents": str(paths["latents"]),
+                     "caption_states": str(paths["caption"]), "lyrics_states": str(paths["lyrics"]),
+                     "trigger": "", "tag_position": "prepend"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def run_config():
+    from tunesmith.train.config import resolve_run
+
+    raw = {
+        "name": "bench",
+        "family": "ace-step",
+        "base_model": "bench",
+        "adapter": {"rank": RANK},
+        "train": {"optimizer": "adamw", "accumulation": 1, "crop_frames": CROP, "epochs": 100},
+    }
+    return resolve_run(raw, Path("tunesmith.toml"), 0)  # fmt: skip
+
+
+def ours(folder: Path, work: Path, steps: int, device: str) -> dict:
+    from tunesmith.backends.placement import Placement
+    from tunesmith.families.ace_step.trainer import AceStepTrainer
+
+    placement = Placement("torch", device, "float32", "bench")
+    trainer = AceStepTrainer(run_config(), folder, songs(folder, work), work / "run", placement,
+                             LINEAGE)  # fmt: skip
+    page_in(trainer.transformer)
+    now, seconds = clock(device), []
+    with PeakMemory(device) as memory:
+        for _ in range(WARMUP + steps):
+            start = now()
+            trainer.step()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            seconds.append(now() - start)
+    return {"steps_per_second": 1 / statistics.median(seconds[WARMUP:]), "memory": memory.added,
+            "targets": len(trainer.targets)}  # fmt: skip
+
+
+def bare(folder: Path, work: Path, steps: int, device: str) -> dict:
+    from diffusers import AceStepPipeline
+    from peft import LoraConfig
+    from safetensors.torch import load_file
+
+    from tunesmith.families.ace_step import encode
+
+    pipe = AceStepPipeline.from_pretrained(folder, use_safetensors=True).to(device)
+    dit, rows = pipe.transformer, songs(folder, work).to_dict("records")
+    data = []
+    for row in rows:  # each song's conditioning, once
+        text = [encode.TextEncoding(load_file(row[k])["hidden_states"], 0, 0) for k in
+                ("caption_states", "lyrics_states")]  # fmt: skip
+        text = [encode.TextEncoding(t.hidden_states, t.hidden_states.shape[0], 0) for t in text]
+        with torch.no_grad():
+            states, _ = encode.conditioning(pipe, *text)
+        data.append((load_file(row["latents"])["latents"].to(device), states))
+    silence, null = pipe.condition_encoder.silence_latent, pipe.condition_encoder.null_condition_emb
+    dit.requires_grad_(False)
+    targets = [n for n, m in dit.named_modules()
+               if isinstance(m, torch.nn.Linear) and any(p in n for p in PROJECTIONS)]  # fmt: skip
+    dit.add_adapter(LoraConfig(r=RANK, lora_alpha=2 * RANK, target_modules=targets,
+                               init_lora_weights=True))  # fmt: skip
+    params = [p for p in dit.parameters() if p.requires_grad]
+    for p in params:
+        p.data = p.data.float()
+    optimizer = torch.optim.AdamW(params, lr=5e-4)
+    page_in(dit)
+    now, seconds = clock(device), []
+    with PeakMemory(device) as memory:
+        for _ in range(WARMUP + steps):
+            start = now()
+            latents, states = data[int(torch.randint(0, SONGS, (1,)))]
+            offset = int(torch.randint(0, FRAMES - CROP + 1, (1,)))
+            x0 = latents[None, offset : offset + CROP]
+            t = torch.sigmoid(torch.randn(2, 1) - 0.4).max(dim=0).values.to(device)
+            if torch.rand(1) < 0.15:
+                states = null.expand_as(states)
+            noise = torch.randn_like(x0)
+            source = silence[:, offset : offset + CROP]
+            context = torch.cat([source, torch.ones_like(source)], dim=-1)
+            v = dit(hidden_states=t * noise + (1 - t) * x0, timestep=t, timestep_r=t,
+                    encoder_hidden_states=states, context_latents=context).sample  # fmt: skip
+            loss = torch.nn.functional.mse_loss(v, noise - x0)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            seconds.append(now() - start)
+    return {"steps_per_second": 1 / statistics.median(seconds[WARMUP:]), "memory": memory.added,
+            "targets": sum(1 for m in dit.modules() if hasattr(m, "lora_A"))}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1, help="0: torch's default")
+    parser.add_argument("--child", choices=["ours", "bare"])
+    parser.add_argument("--model", type=Path)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.child:
+        torch.manual_seed(0)
+        fn = ours if args.child == "ours" else bare
+        with tempfile.TemporaryDirectory() as work:
+            print(json.dumps(fn(args.model, Path(work), args.steps, args.device)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "model"
+        size = make_model(folder)
+        results = {}
+        for name in ("bare", "ours") * ROUNDS:  # interleaved: load drifts hit both
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", name, "--model", str(folder),
+                 "--steps", str(args.steps), "--device", args.device,
+                 "--threads", str(args.threads)],
+                capture_output=True, text=True, check=True, env={**os.environ, **MALLOC},
+            )  # fmt: skip
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            best = results.get(name)
+            if best is None or result["steps_per_second"] > best["steps_per_second"]:
+                results[name] = result
+    b, o = results["bare"], results["ours"]
+    timer = "thread CPU time" if clock(args.device) is time.thread_time else "wall time"
+    print(f"device {args.device} (torch threads {args.threads or torch.get_num_threads()}, "
+          f"{timer}), float32, DiT {DIT} ({size / 1e6:.1f} M parameters), crop {CROP} frames, "
+          f"LoRA rank {RANK} on {o['targets']} layers (bare: {b['targets']}), AdamW")  # fmt: skip
+    print(f"bare diffusers + PEFT loop: {b['steps_per_second']:.2f} steps/s, "
+          f"+{b['memory'] / 2**20:.1f} MiB")  # fmt: skip
+    print(f"tunesmith ACE-Step step:    {o['steps_per_second']:.2f} steps/s, "
+          f"+{o['memory'] / 2**20:.1f} MiB")  # fmt: skip
+    ratio = b["steps_per_second"] / o["steps_per_second"]
+    print(f"time ratio (ours/bare): {ratio:.3f}  (goal ≤ 1.05)")
+    print(f"memory ratio (ours/bare): {o['memory'] / max(b['memory'], 1):.3f}  (goal ≤ 1.10)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""Stage `encoded` for ACE-Step 1.5: per file its latents and audio codes, per text its encoding.
+
+Two kinds of store entries, each keyed by everything that determines its bytes:
+
+    item   item.safetensors   latents [T, C] float32 (25 Hz, frames first) and, where the
+                              checkpoint has its audio tokenizer, audio_codes [ceil(T/5)] int64
+           item.json          the layout `encode.read_item` reads (shape, rate, code count)
+           value.json         frames, seconds, warnings (a file cut at 600 s)
+           key: the file's content hash, the VAE's and the audio tokenizer's fingerprints
+           (None without one), the encoding parameters, the placement
+    text   text.safetensors   hidden_states [L, C] float32, the text and its token counts in
+                              the metadata (`encode.write_text`'s layout)
+           key: the string (caption template or lyrics header included), whether it is a
+           caption or lyrics, the text encoder's and tokenizer's fingerprints, the placement
+
+So editing one caption encodes one text and no audio, and a text shared by many items (the
+lyrics `[Instrumental]`) is encoded once. The model is loaded only when something is missing.
+Which strings an item trains on depends on the run (its trigger, genre ratio: `captions.py`),
+so the stage's table has one row per base model, run and item (`run` column); a run trains
+on its own rows. Each item is also published for people and the planner work under
+`<out>/encoded/<model>-<vae fingerprint[:8]>/<stem>.safetensors` with a `<stem>.json` sidecar
+(texts, metas, warnings).
+
+A base folder without the audio tokenizer still encodes and trains: the codes are skipped and
+the stage says so once per base model, not once per file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from safetensors.torch import load_file
+
+from tunesmith.families.ace_step import captions, encode, model
+from tunesmith.media import audio as media_audio
+from tunesmith.media.sniff import MediaError, ensure_unchanged
+from tunesmith.report import Skipped, StageResult
+from tunesmith.store import DamagedEntry, canonical_json, content_key
+from tunesmith.store.atomic import json_bytes, write_if_changed
+from tunesmith.store.fingerprints import model_fingerprint
+from tunesmith.store.tensors import safetensors_bytes
+
+STAGE_VERSION = 1
+POSTERIOR_SEED = 0  # the one draw from the VAE's posterior (encode.encode_latents)
+PARAMS = {
+    "sample_rate": model.SAMPLE_RATE,
+    "max_seconds": media_audio.MAX_SECONDS,
+    "chunk_seconds": encode.CHUNK_SECONDS,
+    "overlap_seconds": encode.OVERLAP_SECONDS,
+    "posterior": "sample",
+    "posterior_seed": POSTERIOR_SEED,
+    "format": encode.FORMAT,
+}
+COLUMNS = [
+    "model", "run", "path", "entry", "latents", "frames", "seconds", "codes", "caption",
+    "caption_entry", "caption_states", "lyrics_entry", "lyrics_states", "use_genre",
+    "instrumental", "language", "trigger", "tag_position",
+]  # fmt: skip
+
+
+@dataclass
+class Encoded:
+    frame: pd.DataFrame  # one row per base model, run and encoded item (COLUMNS)
+    result: StageResult
+    keys: list[str]  # store entries used (gc roots)
+
+
+@dataclass
+class _Counts:
+    cached: int = 0
+    computed: int = 0
+    texts_cached: int = 0
+    texts_computed: int = 0
+
+
+def build_encoded(request) -> Encoded:
+    """Encode the audio items of `request.labels` for every base model and run."""
+    start = time.perf_counter()
+    r = request
+    items = r.labels[r.labels["kind"] == "audio"].sort_values("path").to_dict("records")
+    rows, keys, skipped, notes, counts = [], [], [], [], _Counts()
+    stated = captions.dataset_genre_ratio(r.folder)
+    for checkpoint in r.base_models:
+        try:
+            report = model.check_checkpoint(checkpoint)
+        except ValueError as exc:
+            skipped += [Skipped(item["path"], str(exc)) for item in items]
+            continue
+        if not report.codes:
+            notes.append(report.codes_message)  # once per base model
+        base = _Base(checkpoint, report.codes, r, counts)
+        encoded = base.items(items, skipped, notes)
+        keys += [base.keys[path] for path in encoded]
+        usable = [i for i in items if i["path"] in encoded]
+        for run in r.runs:
+            rows += base.run_rows(run, usable, encoded, stated, skipped)
+        base.publish(usable, encoded)
+        keys += list(base.text_keys.values())
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    result = StageResult(
+        stage="encoded",
+        data_version=content_key(
+            stage="encoded",
+            family=model.FAMILY,
+            keys=sorted(set(keys)),
+            rows=frame.to_dict("records"),
+        ),  # fmt: skip
+        items=len(items) * len(r.base_models),
+        cached=counts.cached,
+        computed=counts.computed,
+        skipped=skipped,
+        seconds=time.perf_counter() - start,
+        extra={
+            "texts_cached": counts.texts_cached,
+            "texts_computed": counts.texts_computed,
+            **({"warnings": "; ".join(notes)} if notes else {}),
+        },  # fmt: skip
+    )
+    return Encoded(frame, result, sorted(set(keys)))
+
+
+class _Base:
+    """One base model's entries: its fingerprints, its pipeline (loaded on first use only)."""
+
+    def __init__(self, checkpoint: Path, codes: bool, request, counts: _Counts) -> None:
+        cache, self.request, self.counts = request.fingerprint_cache, request, counts
+        self.checkpoint, self.codes = Path(checkpoint), codes
+        self.vae_fp = model_fingerprint(self.checkpoint / "vae", cache)
+        self.tokenizer_fp = (
+            model_fingerprint(self.checkpoint / "audio_tokenizer", cache) if codes else None
+        )
+        self.text_fp = content_key(
+            text_encoder=model_fingerprint(self.checkpoint / "text_encoder", cache),
+            tokenizer=model_fingerprint(self.checkpoint / "tokenizer", cache),
+        )
+        # The encoders run in float32 whatever the placement's dtype, as ACE-Step 1.5 and
+        # Side-Step preprocess; a run that finds everything in the store loads nothing.
+        self.pipe = functools.cache(
+            lambda: model.load_pipeline(self.checkpoint, torch.float32, request.placement.device)
+        )
+        self.target = request.out / "encoded" / f"{self.checkpoint.name}-{self.vae_fp[:8]}"
+        self.keys: dict[str, str] = {}  # path → item entry
+        self.text_keys: dict[tuple[str, str], str] = {}  # (kind, string) → text entry
+        self.texts: dict[str, dict[str, dict]] = {}  # path → run → its texts
+
+    def items(self, items: list[dict], skipped: list, notes: list) -> dict[str, dict]:
+        """Path → the item entry's value, for every item that encodes."""
+        store, placement = self.request.store, self.request.placement.as_dict()
+        done = {}
+        for item in items:
+            key = content_key(stage="encoded", family=model.FAMILY, version=STAGE_VERSION,
+                              content=item["sha256"], vae=self.vae_fp,
+                              audio_tokenizer=self.tokenizer_fp, params=PARAMS,
+                              placement=placement)  # fmt: skip
+            try:
+                built = store.make(key, lambda tmp, i=item: self._encode(i, tmp))
+            except MediaError as exc:
+                skipped.append(Skipped(item["path"], str(exc)))
+                continue
+            self.counts.computed += built
+            self.counts.cached += not built
+            meta = store.read_json(key)
+            if meta is None:
+                raise DamagedEntry(f"{store.path(key)}: damaged; it is computed on the next run")
+            notes += meta["warnings"]  # they name the file
+            self.keys[item["path"]], done[item["path"]] = key, meta
+        return done
+
+    def _encode(self, item: dict, tmp: Path) -> None:
+        """Encode one file into the store's temporary folder `tmp`."""
+        pipe, rel = self.pipe(), item["path"]
+        path = self.request.folder / rel
+        audio = encode.load_audio(path, pipe.vae, rel)
+        ensure_unchanged(path, item["sha256"], rel)
+        latents = encode.encode_latents(pipe.vae, audio.samples, "sample", POSTERIOR_SEED)
+        codes = encode.audio_codes(pipe, latents) if self.codes else None
+        tensors = {"latents": latents}
+        if codes is not None:
+            tensors["audio_codes"] = codes.to(torch.int64).contiguous()
+        (tmp / "item.safetensors").write_bytes(safetensors_bytes(tensors))
+        frames = int(latents.shape[0])
+        sidecar = {"format": encode.FORMAT, "family": model.FAMILY,
+                   "sample_rate": model.SAMPLE_RATE, "latent_shape": list(latents.shape),
+                   "audio_codes": None if codes is None else int(codes.shape[0])}  # fmt: skip
+        (tmp / "item.json").write_text(canonical_json(sidecar), encoding="utf-8")
+        value = {"frames": frames, "seconds": round(frames / model.LATENT_RATE, 3),
+                 "codes": sidecar["audio_codes"], "warnings": list(audio.warnings)}  # fmt: skip
+        (tmp / "value.json").write_text(canonical_json(value), encoding="utf-8")
+
+    def run_rows(self, run, items, encoded, stated, skipped) -> list[dict]:
+        """One row per item of `run`: its entries and its texts, encoded where missing."""
+        rows = []
+        choice = captions.genre_choice(items, run, stated)
+        for item in items:
+            meta, rel = encoded[item["path"]], item["path"]
+            unreadable = captions.unreadable_lyrics(self.request.folder, rel)
+            try:
+                texts = captions.item_texts(item, run, meta["frames"], choice[rel], unreadable)
+            except captions.ItemError as exc:
+                skipped.append(Skipped(rel, f"run {run.name}: {exc}"))
+                continue
+            caption_key = self._text("caption", texts.caption_string)
+            lyrics_key = self._text("lyrics", texts.lyrics_string)
+            self.texts.setdefault(rel, {})[run.name] = asdict(texts)
+            rows.append(self._row(run.name, rel, meta, texts, caption_key, lyrics_key))
+        return rows
+
+    def _row(self, run: str, rel: str, meta: dict, texts, caption_key: str, lyrics_key: str):
+        store, key = self.request.store, self.keys[rel]
+        return {
+            "model": self.checkpoint.name, "run": run, "path": rel, "entry": key,
+            "latents": str(store.path(key) / "item.safetensors"), "frames": meta["frames"],
+            "seconds": meta["seconds"], "codes": meta["codes"], "caption": texts.caption,
+            "caption_entry": caption_key,
+            "caption_states": str(store.path(caption_key) / "text.safetensors"),
+            "lyrics_entry": lyrics_key,
+            "lyrics_states": str(store.path(lyrics_key) / "text.safetensors"),
+            "use_genre": texts.use_genre, "instrumental": texts.instrumental,
+            "language": texts.language, "trigger": texts.trigger,
+            "tag_position": texts.tag_position,
+        }  # fmt: skip
+
+    def _text(self, kind: str, string: str) -> str:
+        """The store key of one string's encoding, encoding it when missing."""
+        if (kind, string) in self.text_keys:
+            return self.text_keys[(kind, string)]
+        key = content_key(stage="text", family=model.FAMILY, version=STAGE_VERSION, kind=kind,
+                          text=string, encoders=self.text_fp,
+                          placement=self.request.placement.as_dict())  # fmt: skip
+
+        def build(tmp: Path) -> None:
+            encoder = encode.encode_caption if kind == "caption" else encode.encode_lyrics
+            encoding = encoder(self.pipe(), string)
+            metadata = {"text": string, "tokens": str(encoding.tokens),
+                        "cut_tokens": str(encoding.cut_tokens)}  # fmt: skip
+            data = safetensors_bytes({"hidden_states": encoding.hidden_states}, metadata)
+            (tmp / "text.safetensors").write_bytes(data)
+
+        built = self.request.store.make(key, build)
+        self.counts.texts_computed += built
+        self.counts.texts_cached += not built
+        self.text_keys[(kind, string)] = key
+        return key
+
+    def publish(self, items: list[dict], encoded: dict[str, dict]) -> None:
+        """Each item as `<stem>.safetensors` + `<stem>.json` under the model's output folder:
+        `encode.read_item` reads them; the sidecar adds each run's texts and the warnings."""
+        store = self.request.store
+        for item in items:
+            key, rel = self.keys[item["path"]], item["path"]
+            stem = self.target / Path(rel).with_suffix("")
+            store.publish(key, "item.safetensors", stem.with_suffix(".safetensors"))
+            sidecar = json.loads((store.path(key) / "item.json").read_text(encoding="utf-8"))
+            sidecar.update(path=rel, texts=self.texts.get(rel, {}),
+                           warnings=encoded[rel]["warnings"])  # fmt: skip
+            write_if_changed(stem.with_suffix(".json"), json_bytes(sidecar))
+
+
+def load_item(row: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(latents [T, C], caption states [L, C'], lyrics embeddings [L', C']) of a table row."""
+    latents = load_file(row["latents"])["latents"]
+    caption = load_file(row["caption_states"])["hidden_states"]
+    lyrics = load_file(row["lyrics_states"])["hidden_states"]
+    return latents, caption, lyrics
