@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,16 @@ ON_NEW_DATA = AC.eager().replace(
 # What a person can fix (their config, their disk): reported as one line, not a traceback.
 USER_ERRORS = (ConfigError, DiskFull)
 
+# Per-item lists (skipped files, warnings, review rows, ignored files) are shown in the UI and
+# logged up to this many rows, then one line says how many more there are and where the whole
+# list is (report.json; the stage's parquet table). Metadata and log lines are stored in every
+# run's event log: uncapped, 5,000 review rows would add half a megabyte to each run, and a
+# person reads the first screenful anyway.
+ROWS_SHOWN = 20
+# Any text metadata value is cut at this many characters, for the same reason.
+TEXT_SHOWN = 4000
+WHOLE_LIST = "report.json"
+
 
 def stage_asset(name: str, version: int, description: str, **kwargs: Any):
     """`@dg.asset` for a stage: partitioned by dataset, versioned, stored as parquet, and
@@ -59,12 +71,16 @@ def stage_asset(name: str, version: int, description: str, **kwargs: Any):
 
 
 def _user_errors_as_failures(fn):
+    """Also adds `asset_seconds` to the stage's Output: the time spent in the asset function,
+    so a run's time splits into the stages' own and Dagster's (bench/scale.py reads it)."""
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
         def generator(*args, **kwargs):
+            start = time.perf_counter()
             try:
-                yield from fn(*args, **kwargs)
+                for event in fn(*args, **kwargs):
+                    yield _timed(event, start)
             except USER_ERRORS as exc:
                 raise dg.Failure(description=str(exc)) from None
 
@@ -72,12 +88,52 @@ def _user_errors_as_failures(fn):
 
     @functools.wraps(fn)
     def function(*args, **kwargs):
+        start = time.perf_counter()
         try:
-            return fn(*args, **kwargs)
+            return _timed(fn(*args, **kwargs), start)
         except USER_ERRORS as exc:
             raise dg.Failure(description=str(exc)) from None
 
     return function
+
+
+def _timed(event: Any, start: float) -> Any:
+    if not isinstance(event, dg.Output):
+        return event
+    seconds = round(time.perf_counter() - start, 3)
+    return event.with_metadata({**event.metadata, "asset_seconds": seconds})
+
+
+def shown(entries: Sequence[Any]) -> tuple[list[Any], int]:
+    """The first ROWS_SHOWN entries, and how many are left out."""
+    return list(entries[:ROWS_SHOWN]), max(0, len(entries) - ROWS_SHOWN)
+
+
+def more_line(left_out: int, where: str = WHOLE_LIST) -> str:
+    return f"… and {left_out} more: the whole list is in {where}" if left_out else ""
+
+
+def capped_markdown(
+    render: Callable[[list[Any]], str], entries: Sequence[Any], where: str = WHOLE_LIST
+) -> dg.MetadataValue:
+    """`render(first rows)` as Markdown, with a line saying how many rows were left out."""
+    head, left_out = shown(entries)
+    text = render(head)
+    return dg.MetadataValue.md(f"{text}\n\n{more_line(left_out, where)}" if left_out else text)
+
+
+def capped_text(lines: Sequence[str], where: str = WHOLE_LIST, empty: str = "none") -> str:
+    head, left_out = shown(lines)
+    return "\n".join([*head, more_line(left_out, where)] if left_out else head) or empty
+
+
+def log_capped(log: Callable[[str], None], lines: Sequence[str], where: str = WHOLE_LIST) -> None:
+    """Log the first ROWS_SHOWN lines one by one, then one line for the rest."""
+    head, left_out = shown(lines)
+    for line in head:
+        log(line)
+    if left_out:
+        log(more_line(left_out, where))
 
 
 def stage_output(
@@ -99,9 +155,20 @@ def stage_output(
         **metadata,
     }
     if result.skipped:
-        rows = "\n".join(f"| `{s.path}` | {s.reason} |" for s in result.skipped)
-        md["skipped_items"] = dg.MetadataValue.md(f"| file | reason |\n|---|---|\n{rows}")
-        md["skipped_list"] = dg.MetadataValue.json([asdict(s) for s in result.skipped])
+        md["skipped_items"] = capped_markdown(_skipped_table, result.skipped)
+        md["skipped_list"] = dg.MetadataValue.json([asdict(s) for s in shown(result.skipped)[0]])
     if result.extra.get("evicted"):
-        md["evicted"] = "\n".join(result.extra["evicted"])
+        md["evicted"] = capped_text(result.extra["evicted"])
+    md = {k: _cut(v) if isinstance(v, str) else v for k, v in md.items()}
     return dg.Output(value, data_version=dg.DataVersion(result.data_version), metadata=md)
+
+
+def _skipped_table(skipped: list) -> str:
+    rows = "\n".join(f"| `{s.path}` | {s.reason} |" for s in skipped)
+    return f"| file | reason |\n|---|---|\n{rows}"
+
+
+def _cut(text: str) -> str:
+    if len(text) <= TEXT_SHOWN:
+        return text
+    return f"{text[:TEXT_SHOWN]}… ({len(text)} characters: the whole text is in {WHOLE_LIST})"

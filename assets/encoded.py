@@ -3,7 +3,7 @@
 import dagster as dg
 import pandas as pd
 
-from assets.common import stage_asset, stage_output
+from assets.common import capped_text, log_capped, stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
 from tunesmith import families
@@ -66,17 +66,24 @@ def encoded(
         computed=sum(r.computed for r in results),
         skipped=[s for r in results for s in r.skipped] + skipped,
         seconds=sum(r.seconds for r in results),
-        extra={
-            "warnings": "; ".join(
-                str(r.extra["warnings"]) for r in results if r.extra.get("warnings")
-            )
-        },  # fmt: skip
+        extra={"warnings": "; ".join(_warnings(results))},
     )
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"model": []})
     store.set_roots(f"{key}/encoded", keys)
-    for item in result.skipped:
-        context.log.warning(f"skipped {item.path}: {item.reason}")
-    return stage_output(frame, result, storage.dataset_out(key), store=store)
+    log_capped(context.log.warning, [f"skipped {s.path}: {s.reason}" for s in result.skipped])
+    return stage_output(
+        frame,
+        result,
+        storage.dataset_out(key),
+        store=store,
+        warnings=capped_text(_warnings(results), empty=""),
+    )
+
+
+def _warnings(results: list[StageResult]) -> list[str]:
+    """One line per warning of every family's encoder (each joins its own with "; ")."""
+    joined = [str(r.extra["warnings"]) for r in results if r.extra.get("warnings")]
+    return [line for text in joined for line in text.split("; ")]
 
 
 def _base_models(family, runs, models_root) -> tuple[set, list[Skipped]]:

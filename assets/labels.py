@@ -3,7 +3,7 @@
 import dagster as dg
 import pandas as pd
 
-from assets.common import stage_asset, stage_output
+from assets.common import capped_markdown, capped_text, log_capped, stage_asset, stage_output
 from resources.compute import ComputeResource
 from resources.storage import StorageResource
 from tunesmith.dataset import labels as engine
@@ -35,12 +35,13 @@ def labels(
     )
     store.set_roots(f"{key}/labels", result.keys)
     extra = result.result.extra
-    for skipped in result.result.skipped:
-        context.log.warning(f"skipped {skipped.path}: {skipped.reason}")
-    for warning in extra.get("warnings", []):
-        context.log.warning(warning)
-    for ignored in extra.get("ignored", []):
-        context.log.info(f"ignored {ignored['path']}: {ignored['reason']}")
+    log_capped(
+        context.log.warning, [f"skipped {s.path}: {s.reason}" for s in result.result.skipped]
+    )
+    log_capped(context.log.warning, extra.get("warnings", []))
+    log_capped(
+        context.log.info, [f"ignored {i['path']}: {i['reason']}" for i in extra.get("ignored", [])]
+    )
     out = storage.dataset_out(key)
     side_step = out / "dataset.json"
     write_if_changed(side_step, json_bytes(engine.side_step_dataset(result, folder, key)))
@@ -52,7 +53,7 @@ def labels(
         side_step_dataset=dg.MetadataValue.path(str(side_step)),
         placement="cpu",
         workers=compute.pool_size(),
-        warnings="\n".join(extra.get("warnings", [])) or "none",
-        review=dg.MetadataValue.md(review.markdown(extra["review"])),
-        ignored=dg.MetadataValue.md(review.ignored_markdown(extra.get("ignored", []))),
+        warnings=capped_text(extra.get("warnings", [])),
+        review=capped_markdown(review.markdown, extra["review"]),
+        ignored=capped_markdown(review.ignored_markdown, extra.get("ignored", [])),
     )

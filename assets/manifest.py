@@ -3,7 +3,7 @@
 import dagster as dg
 import pandas as pd
 
-from assets.common import stage_asset, stage_output
+from assets.common import log_capped, stage_asset, stage_output
 from resources.compute import ComputeResource
 from resources.storage import StorageResource
 from tunesmith.dataset import manifest as engine
@@ -24,8 +24,7 @@ def manifest(
     dataset_runs(folder)  # a broken tunesmith.toml stops the build here, before any work
     hash_cache = storage.roots().store / "hashes" / f"{key}.json"
     result_manifest, result = engine.build_manifest(folder, hash_cache, compute.pool_size())
-    for skipped in result.skipped:
-        context.log.warning(f"skipped {skipped.path}: {skipped.reason}")
+    log_capped(context.log.warning, [f"skipped {s.path}: {s.reason}" for s in result.skipped])
     frame: pd.DataFrame = result_manifest.to_frame()
     if not any(f.kind in ("audio", "image") for f in result_manifest.files):
         result.extra["note"] = f"empty dataset: no audio or picture files in {folder}"

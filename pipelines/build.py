@@ -62,8 +62,11 @@ def summary(result: dg.ExecuteInProcessResult) -> list[str]:
         )
         if md.get("note"):
             lines.append(f"      {md['note']}")
-        for item in md.get("skipped_list") or []:
+        listed = md.get("skipped_list") or []
+        for item in listed:
             lines.append(f"      skipped {item['path']}: {item['reason']}")
+        if md["skipped"] > len(listed):
+            lines.append(f"      … and {md['skipped'] - len(listed)} more skipped: see the report")
         for line in (md.get("evicted") or "").splitlines():
             lines.append(f"      {line}")
         for run in md.get("runs_summary") or []:
