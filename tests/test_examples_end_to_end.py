@@ -130,7 +130,9 @@ def test_the_loops_adapter_beats_the_base_model_on_held_out_audio(storage, loops
     assert run["placement"] == "torch/cpu/float32" and run["steps"] == 200
     assert loops_built["adapters"]["computed"] == 1
     assert loops_built["checks"] == {
-        "underfit_contract": True, "sdxl_files": True, "ace_step_files": True,
+        "underfit_contract": True,
+        "sdxl_files": True,
+        "ace_step_files": True,
     }
 
 

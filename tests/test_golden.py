@@ -162,8 +162,8 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 def build(case: str, root: str) -> None:
     """In the child: build the golden dataset under `root`, print the stage metadata."""
     import dagster as dg
-
     import torch
+
     from resources.storage import StorageResource
 
     torch.set_num_threads(1)
