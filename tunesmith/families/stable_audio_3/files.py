@@ -1,5 +1,9 @@
 """underfit's adapter checkpoint: one `.safetensors` file, written, read and validated.
 
+One file on purpose (longer than most): writing, reading and validating share the key grammar
+and the row-order hook below, and a reader that drifted from the writer would load a file
+wrongly without an error; keeping the three side by side keeps them one contract.
+
 The format, from stable-audio-3 `models/lora/utils.py` (`get_lora_state_dict`,
 `save_lora_safetensors`, `prepare_dora_state_dict`), underfit `training/lora.py`
 (`save_lora_step`), `training/loop.py` (`_ckpt_filename`, the run label) and

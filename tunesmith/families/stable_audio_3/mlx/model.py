@@ -1,5 +1,8 @@
 """The Stable Audio 3 DiT and its duration embedder in MLX, written from diffusers 0.42.1.
 
+One file on purpose (longer than most): it mirrors one diffusers module op for op, so a reader
+checks it against that module side by side; splitting it would split that comparison.
+
 `StableAudio3DiT` is diffusers' `StableAudio3DiTModel` and `DurationEmbedder` is
 `StableAudio3DurationEmbedder` (diffusers/pipelines/stable_audio_3/modeling_stable_audio_3.py),
 op for op, with the same constructor arguments (the diffusers `config.json` fields) and the same
