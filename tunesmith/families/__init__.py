@@ -14,6 +14,9 @@ listing the families costs no model library. What a hook returns:
   returning an object with `frame`, `keys` and `result` (a `StageResult`).
 - `trainer(backend)`: a class whose instances are `tunesmith.train.trainer.Trainer`s, built
   as `cls(run, base_model, items, run_dir, placement, metadata)`.
+- `plan_inputs(run, checkpoint, items, fingerprint_cache)`: what else a run's training reads
+  (a second model's fingerprint), as a dict the run's key covers; {} for none. A ValueError
+  skips the run with its message.
 - `renderer(run, base_model, placement, adapter)`: an object with `render(demo, strength)`
   (audio: float [channels, N] and a `sample_rate`; pictures: uint8 [H, W, 3]).
 - `validate_files(path)`: checks an adapter file (and its twins) as the family's users' tools
@@ -99,6 +102,9 @@ class Family:
 
     def trainer(self, backend: str) -> type:
         raise NotImplementedError
+
+    def plan_inputs(self, run, checkpoint: Path, items, fingerprint_cache=None) -> dict:
+        return {}
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):
         raise NotImplementedError

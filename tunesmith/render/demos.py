@@ -128,6 +128,9 @@ class _RunRenders:
             "training_step": int(self.trained["best_step"]), "family": run.family,
             "placement": str(self.placement), "run": run.name,
         }  # fmt: skip
+        # A renderer may say more about what it rendered (a planner's plan: codes, metas).
+        details = getattr(self.made, "details", None)
+        sidecar.update(details() if details else {})
         if self.image:
             write_png(rendered, tmp / "image.png")
         else:

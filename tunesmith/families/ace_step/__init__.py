@@ -62,12 +62,33 @@ class AceStep(Family):
 
         return build_encoded(request)
 
-    def trainer(self, backend: str) -> type:
-        from tunesmith.families.ace_step.trainer import AceStepTrainer
+    def trainer(self, backend: str):
+        return _make_trainer  # the DiT's or the planner's, by the run's adapter.target
 
-        return AceStepTrainer
+    def plan_inputs(self, run, checkpoint: Path, items, fingerprint_cache=None) -> dict:
+        """A planner run's planner folder fingerprint (it keys the run); ValueError when the
+        folder is missing or no item has audio codes (the run is skipped, said once)."""
+        if run.adapter.target != "planner":
+            return {}
+        from tunesmith.families.ace_step.planner.trainer import (
+            no_codes_message,
+            resolve_planner,
+            rows_with_codes,
+        )
+        from tunesmith.store.fingerprints import model_fingerprint
+
+        folder = resolve_planner(run, checkpoint)
+        rows = items.to_dict("records")
+        usable, _ = rows_with_codes(rows)
+        if not usable:
+            raise ValueError(no_codes_message(run.name, len(rows), len(rows)))
+        return {"planner": model_fingerprint(folder, fingerprint_cache)}
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):
+        if run.adapter.target == "planner":
+            from tunesmith.families.ace_step.planner.render import PlannerRenderer
+
+            return PlannerRenderer(run, base_model, placement, adapter)
         from tunesmith.families.ace_step.sample import Renderer
 
         return Renderer(base_model, placement, adapter)
@@ -81,6 +102,16 @@ class AceStep(Family):
         from tunesmith.families.ace_step.tiny import make_tiny_ace_step
 
         return make_tiny_ace_step(folder)
+
+
+def _make_trainer(run, base_model, items, run_dir, placement, metadata):
+    if run.adapter.target == "planner":
+        from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
+
+        return PlannerTrainer(run, base_model, items, run_dir, placement, metadata)
+    from tunesmith.families.ace_step.trainer import AceStepTrainer
+
+    return AceStepTrainer(run, base_model, items, run_dir, placement, metadata)
 
 
 FAMILY = AceStep()
