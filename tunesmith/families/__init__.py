@@ -17,6 +17,8 @@ listing the families costs no model library. What a hook returns:
 - `plan_inputs(run, checkpoint, items, fingerprint_cache)`: what else a run's training reads
   (a second model's fingerprint), as a dict the run's key covers; {} for none. A ValueError
   skips the run with its message.
+- `render_inputs(run, base_model, fingerprint_cache)`: the same for the renders (what else
+  the base side is rendered from), {} for none.
 - `renderer(run, base_model, placement, adapter)`: an object with `render(demo, strength)`
   (audio: float [channels, N] and a `sample_rate`; pictures: uint8 [H, W, 3]).
 - `validate_files(path)`: checks an adapter file (and its twins) as the family's users' tools
@@ -104,6 +106,9 @@ class Family:
         raise NotImplementedError
 
     def plan_inputs(self, run, checkpoint: Path, items, fingerprint_cache=None) -> dict:
+        return {}
+
+    def render_inputs(self, run, base_model: Path, fingerprint_cache=None) -> dict:
         return {}
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):

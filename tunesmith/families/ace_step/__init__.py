@@ -84,6 +84,15 @@ class AceStep(Family):
             raise ValueError(no_codes_message(run.name, len(rows), len(rows)))
         return {"planner": model_fingerprint(folder, fingerprint_cache)}
 
+    def render_inputs(self, run, base_model: Path, fingerprint_cache=None) -> dict:
+        """A planner run's base side is the planner's plan: its fingerprint keys the render."""
+        if run.adapter.target != "planner":
+            return {}
+        from tunesmith.families.ace_step.planner.trainer import resolve_planner
+        from tunesmith.store.fingerprints import model_fingerprint
+
+        return {"planner": model_fingerprint(resolve_planner(run, base_model), fingerprint_cache)}
+
     def renderer(self, run, base_model: Path, placement, adapter: Path):
         if run.adapter.target == "planner":
             from tunesmith.families.ace_step.planner.render import PlannerRenderer
