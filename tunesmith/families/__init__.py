@@ -123,6 +123,10 @@ class Family:
     def backends_for(self, stage: str) -> frozenset[str]:
         return frozenset(self.backends.get(stage, ()))
 
+    def backends_for_run(self, stage: str, run) -> frozenset[str]:
+        """The backends one run of `stage` can be placed on (a family whose runs differ)."""
+        return self.backends_for(stage)
+
     def __repr__(self) -> str:
         return f"<family {self.name}>"
 

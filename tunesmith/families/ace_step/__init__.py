@@ -43,7 +43,7 @@ class AceStep(Family):
         fill=settings.fill,
     )
     files_check = "ace_step_files"
-    # torch on CUDA, MPS or the CPU; no MLX implementation of this family.
+    # torch on CUDA, MPS or the CPU; a planner run also trains on MLX (backends_for_run).
     backends = MappingProxyType(
         {
             "encoded": frozenset({"torch"}),
@@ -61,6 +61,12 @@ class AceStep(Family):
         from tunesmith.families.ace_step.encoded import build_encoded
 
         return build_encoded(request)
+
+    def backends_for_run(self, stage: str, run) -> frozenset[str]:
+        """A planner run trains on torch or MLX (mlx-lm); the DiT on torch only."""
+        if stage == "adapters" and run.adapter.target == "planner":
+            return frozenset({"torch", "mlx"})
+        return self.backends_for(stage)
 
     def trainer(self, backend: str):
         return _make_trainer  # the DiT's or the planner's, by the run's adapter.target
@@ -114,6 +120,10 @@ class AceStep(Family):
 
 
 def _make_trainer(run, base_model, items, run_dir, placement, metadata):
+    if run.adapter.target == "planner" and placement.backend == "mlx":
+        from tunesmith.families.ace_step.planner.mlx_trainer import MlxPlannerTrainer
+
+        return MlxPlannerTrainer(run, base_model, items, run_dir, placement, metadata)
     if run.adapter.target == "planner":
         from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
 

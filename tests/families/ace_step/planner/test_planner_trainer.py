@@ -127,3 +127,60 @@ def test_items_without_codes_skip_the_run_with_one_message(planner_encoded, tmp_
     some.loc[some.index[0], "codes"] = None
     trainer = make_trainer(some, models, tmp_path)
     assert "1 of 5 items have no audio codes" in trainer.start_note
+
+
+MLX = Placement("mlx", "cpu", "float32", "tests")
+
+
+def make_mlx_trainer(frame, models: Path, run_dir: Path, run=None):
+    pytest.importorskip("mlx_lm")
+    from tunesmith import families
+
+    make = families.get("ace-step").trainer("mlx")
+    metadata = {"tunesmith.version": "test", "tunesmith.base_model_fingerprint": "fp",
+                "tunesmith.run_key": "key"}  # fmt: skip
+    return make(run or planner_run(), models / "tiny", frame, run_dir, MLX, metadata)
+
+
+def test_the_mlx_backend_trains_on_the_loop_and_matches_torch_at_the_start(planner_encoded,
+                                                                           tmp_path):  # fmt: skip
+    from tunesmith import families
+    from tunesmith.families.ace_step.planner import adapter_files
+    from tunesmith.train import loop
+
+    frame, models = planner_encoded
+    lines: list[str] = []
+    mlx = make_mlx_trainer(frame, models, tmp_path / "mlx")
+    torch_base = make_trainer(frame, models, tmp_path / "torch").validation_loss()
+    mlx_base = mlx.validation_loss()
+    assert abs(mlx_base - torch_base) <= 1e-5 * torch_base
+    result = loop.train(mlx, tmp_path / "mlx", log=lines.append, progress=open("/dev/null", "w"))
+    assert "(mlx)" in lines[0] and "Muon is on the torch backend" in lines[0]
+    assert result.best_loss < result.base_loss
+    best = Path(result.best_path)
+    metadata = families.get("ace-step").validate_files(best)
+    assert metadata["hot_step_trigger"] == "zqx"
+    peft, _ = adapter_files.read(best.parent)
+    mlx_factors, _ = adapter_files.read(best.parent.parent / "plan.mlx-lm")
+    worst = max(float((peft.factors[m][1].float() - mlx_factors.factors[m][1]).abs().max())
+                for m in peft.factors)  # fmt: skip
+    assert 0 < max(float(b.abs().max()) for _, b in mlx_factors.factors.values())
+    assert worst < 1e-2  # bf16 PEFT against float32 mlx-lm, the same factors
+
+
+def test_a_resumed_mlx_planner_run_is_bit_exact_on_the_cpu(planner_encoded, tmp_path):
+    from tunesmith.train import loop
+
+    frame, models = planner_encoded
+    quiet = open("/dev/null", "w")
+    straight = make_mlx_trainer(frame, models, tmp_path / "a", planner_run(steps=6))
+    loop.train(straight, tmp_path / "a", log=lambda _: None, progress=quiet)
+    first = make_mlx_trainer(frame, models, tmp_path / "b", planner_run(steps=2))
+    loop.train(first, tmp_path / "b", log=lambda _: None, progress=quiet)
+    again = make_mlx_trainer(frame, models, tmp_path / "b", planner_run(steps=6))
+    result = loop.train(again, tmp_path / "b", log=lambda _: None, progress=quiet)
+    assert result.resumed_from == 2
+    a = load_file(tmp_path / "a" / "state" / "step=6" / "state.safetensors")
+    b = load_file(tmp_path / "b" / "state" / "step=6" / "state.safetensors")
+    assert a.keys() == b.keys()
+    assert all(a[k].equal(b[k]) for k in a)

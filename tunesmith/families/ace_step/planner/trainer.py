@@ -125,8 +125,7 @@ class PlannerTrainer:
         self.run, self.metadata, self.device = run, dict(metadata), placement.device
         self.planner_folder = resolve_planner(run, base_model)
         try:
-            self.planner = load_planner(self.planner_folder, DTYPES[placement.dtype],
-                                        placement.device)  # fmt: skip
+            self._load(placement)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         examples, notes = self._examples(encoded)
@@ -136,20 +135,17 @@ class PlannerTrainer:
             f"answer-token cross-entropy, {split.note('song')}, "
             f"{sum(e.answer_tokens for e in split.validation)} tokens"
         )
-        self.lora = TorchPlannerLora(self.planner, run.adapter.rank, run.adapter.scale_alpha,
-                                     cfg.seed)  # fmt: skip
-        self.named = list(self.lora.parameters().items())
-        self.params = [p for _, p in self.named]
-        self.optimizer, self.split, fallback = self._optimizer(cfg)
+        self._attach(run.adapter, cfg.seed)
+        self.optimizer, summary, fallback = self._optimizer(cfg)
         self.order = dit_data.EpochOrder(len(self.train_items), cfg.accumulation, cfg.seed)
         self.horizon = horizon_steps(cfg.epochs, len(self.train_items), cfg.accumulation)
         self.schedule = warmup_cosine(max(2, self.horizon), cfg.warmup, cfg.lr_floor)
-        self.scheduler = lr_scheduler(self.optimizer, self.schedule, 0)
+        self.scheduler = self._scheduler(0)
         self.steps = cfg.steps or self.horizon
         self.updates, self.epoch_losses, self.epoch_sum = 0, [], [0.0, 0]
         self.names = PlannerNames(run_dir, run.name)
         self.start_note = "; ".join([
-            f"planner {self.planner_folder.name}", *fallback, self.split.summary(),
+            f"planner {self.planner_folder.name} ({self.backend})", *fallback, summary,
             f"{len(self.train_items)} training songs, {self.order.steps_per_epoch()} steps an "
             f"epoch, horizon {cfg.epochs} epochs = {self.horizon} steps, training {self.steps}",
             *notes,
@@ -164,6 +160,20 @@ class PlannerTrainer:
 
     # --- setup ---------------------------------------------------------------------------------
 
+    backend = "torch"
+
+    def _load(self, placement) -> None:
+        """The planner on the placement's device; its tokenizer, vocabulary and context."""
+        self.planner = load_planner(self.planner_folder, DTYPES[placement.dtype],
+                                    placement.device)  # fmt: skip
+        self.tokenizer, self.vocab = self.planner.tokenizer, self.planner.vocab
+        self.context = self.planner.context
+
+    def _attach(self, adapter, seed: int) -> None:
+        self.lora = TorchPlannerLora(self.planner, adapter.rank, adapter.scale_alpha, seed)
+        self.named = list(self.lora.parameters().items())
+        self.params = [p for _, p in self.named]
+
     def _examples(self, encoded) -> tuple[list, list[str]]:
         """The run's items as planner examples, and what was left out, in words."""
         rows = encoded.sort_values("path").to_dict("records")
@@ -175,7 +185,7 @@ class PlannerTrainer:
         usable, without = rows_with_codes(rows)
         notes = [no_codes_message(self.run.name, len(without), len(rows))] if without else []
         codes = {row["path"]: load_file(row["latents"])["audio_codes"] for row in usable}
-        good, problems = check_codes(codes, self.planner.vocab)
+        good, problems = check_codes(codes, self.vocab)
         notes += problems
         examples = []
         for row in usable:
@@ -183,8 +193,8 @@ class PlannerTrainer:
                 continue
             labels = json.loads(row["planner_labels"])
             # The caption already carries the run's trigger (captions.item_texts).
-            example = build_example(self.planner.tokenizer, self.planner.vocab, row["path"],
-                                    labels, codes[row["path"]], self.planner.context)  # fmt: skip
+            example = build_example(self.tokenizer, self.vocab, row["path"], labels,
+                                    codes[row["path"]], self.context)  # fmt: skip
             notes += list(example.warnings)
             examples.append(example)
         if not examples:
@@ -192,8 +202,12 @@ class PlannerTrainer:
                               f"train on ({'; '.join(notes) or 'no items'})")  # fmt: skip
         return examples, notes
 
+    def _scheduler(self, updates: int):
+        return lr_scheduler(self.optimizer, self.schedule, updates)
+
     def _optimizer(self, cfg):
-        """(optimizer, split, notes): Muon where a parameter qualifies, else AdamW, said so."""
+        """(optimizer, its split in words, notes): Muon where a parameter qualifies, else
+        AdamW, said so."""
         settings = OptimizerSettings(name=cfg.optimizer, muon_min_dim=cfg.muon_min_dim,
                                      muon_lr_scale=cfg.muon_lr_scale)  # fmt: skip
         notes = []
@@ -208,7 +222,7 @@ class PlannerTrainer:
             )
             settings = OptimizerSettings(name="adamw")
             optimizer, split = build_optimizer(self.named, cfg.lr, settings)
-        return optimizer, split, notes
+        return optimizer, split.summary(), notes
 
     # --- the step ------------------------------------------------------------------------------
 
@@ -308,4 +322,4 @@ class PlannerTrainer:
         self.order.load_state_dict(document["order"], tensors["rng.order"])
         self.updates = document["updates"]
         self.epoch_losses, self.epoch_sum = document["epoch_losses"], document["epoch_sum"]
-        self.scheduler = lr_scheduler(self.optimizer, self.schedule, self.updates)
+        self.scheduler = self._scheduler(self.updates)
