@@ -69,3 +69,19 @@ def test_a_planner_run_trains_renders_and_auditions(storage, instance, tiny_ace_
     assert f"{sides['base']['codes']} codes" in page
     again = materialize(instance, storage, "plans")
     assert again["adapters"]["computed"] == 0 and again["renders"]["computed"] == 0
+
+
+def test_a_planner_run_placed_on_mlx_trains_with_mlx_lm(storage, instance, tiny_ace_step,
+                                                        tiny_planner, monkeypatch):  # fmt: skip
+    pytest.importorskip("mlx_lm")
+    monkeypatch.setenv("TUNESMITH_BACKEND", "adapters=mlx")
+    models = Path(storage.models_root)
+    shutil.copytree(tiny_ace_step, models / TINY_ACE_STEP)
+    shutil.copytree(tiny_planner, models / TINY_PLANNER)
+    folder = write_dataset(Path(storage.datasets_root) / "plans", count=5)
+    (folder / "tunesmith.toml").write_text(TOML)
+    md = materialize(instance, storage, "plans")
+    assert md["adapters"]["computed"] == 1 and md["checks"]["ace_step_files"] is True
+    report = json.loads((Path(storage.out_root) / "plans" / "report.json").read_text())
+    [run] = report["stages"]["adapters"]["runs"]
+    assert run["placement"].startswith("mlx/") and run["best_loss"] < run["base_loss"]
