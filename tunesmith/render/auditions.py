@@ -73,7 +73,7 @@ def audition_spec(
         pair = {r["side"]: r for r in renders if r["demo"] == f"demo{index}"}
         if set(pair) != {"base", "adapter"}:
             continue
-        sides = {s: {**_media(r, rel), **_plan(r)} for s, r in pair.items()}
+        sides = {s: {**_media(r, rel), **_plan(r, rel)} for s, r in pair.items()}
         sides["adapter"].update(strength=demo.strength, step=int(trained["best_step"]))
         prompts.append({"id": f"demo{index}", "prompt": demo.prompt, "seed": demo.seed,
                         "duration": getattr(demo, "duration", None), "steps": demo.steps,
@@ -103,13 +103,19 @@ def audition_spec(
 PLANNER_HEADING = "Planner plans: the 5 Hz LM alone (codes → detokenizer → VAE, no DiT)"
 
 
-def _plan(render: dict) -> dict:
-    """A planner render's plan (code count, seconds, metas) from its sidecar; {} otherwise."""
+def _plan(render: dict, rel) -> dict:
+    """A planner render's plan (code count, seconds, metas) from its sidecar, and its codes
+    rendered through the DiT where there are some; {} otherwise."""
     sidecar = render.get("sidecar")
     if not isinstance(sidecar, str) or not Path(sidecar).is_file():
         return {}
-    plan = json.loads(Path(sidecar).read_text(encoding="utf-8")).get("plan")
-    return {"plan": plan} if plan is not None else {}
+    document = json.loads(Path(sidecar).read_text(encoding="utf-8"))
+    if document.get("plan") is None:
+        return {}
+    plan = dict(document["plan"])
+    if "dit" in document.get("extra_audio", []):
+        plan["dit_audio"] = rel(str(Path(sidecar).with_suffix(".dit.wav")))
+    return {"plan": plan}
 
 
 def _media(render: dict, rel) -> dict:

@@ -1,8 +1,8 @@
 """A planner run through every stage in Dagster: codes from the encoded stage, a LoRA on the
 tiny planner trained by the one loop that beats the base on its validation tokens, PEFT and
 mlx-lm folders that pass the family's check, the pure-LM audition pair (same seed, codes heard
-without the DiT) with its code count and metas under its own heading; a second build computes
-nothing."""
+without the DiT, and through it) with its code count and metas under its own heading; a second
+build computes nothing."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ prompt = "{{trigger}}, warm synth pop"
 lyrics = "[Verse]\\nla la"
 seed = 7
 duration = 2.0
+steps = 2                 # the DiT's steps for the plan's codes rendered through it
 """
 
 
@@ -64,8 +65,13 @@ def test_a_planner_run_trains_renders_and_auditions(storage, instance, tiny_ace_
         sides[side] = sidecar["plan"]
         assert sidecar["seed"] == 7 and isinstance(sidecar["plan"]["codes"], int)
     page = (out / "auditions" / "plan.html").read_text()
-    assert "Planner plans: the 5 Hz LM alone" in page and page.count("<audio") == 2
+    through_dit = sum(1 for side in sides.values() if side["codes"])
+    assert "Planner plans: the 5 Hz LM alone" in page
+    assert page.count("<audio") == 2 + through_dit
     assert page.count('class="metas"') == 2
+    if sides["adapter"]["codes"]:  # the same codes through the DiT, played beside the plan
+        assert (out / "renders" / "plan" / "adapter" / "demo0.dit.wav").is_file()
+        assert "../renders/plan/adapter/demo0.dit.wav" in page
     assert f"{sides['base']['codes']} codes" in page
     again = materialize(instance, storage, "plans")
     assert again["adapters"]["computed"] == 0 and again["renders"]["computed"] == 0
