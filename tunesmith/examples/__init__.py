@@ -151,6 +151,7 @@ prompt = "{{trigger}}, bright synth pop song with a female voice"
 lyrics = "[Verse]\\nlast bus home through the city light"
 seed = 42
 duration = 8.0
+steps = 8                 # the DiT's steps when the plan's codes are rendered through it
 """
 
 
