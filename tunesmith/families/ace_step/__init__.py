@@ -73,9 +73,15 @@ class AceStep(Family):
 
     def plan_inputs(self, run, checkpoint: Path, items, fingerprint_cache=None) -> dict:
         """A planner run's planner folder fingerprint (it keys the run); ValueError when the
-        folder is missing or no item has audio codes (the run is skipped, said once)."""
+        folder is missing or not a planner, or no item has audio codes (the run is skipped,
+        said once)."""
         if run.adapter.target != "planner":
             return {}
+        from tunesmith.families.ace_step.planner.model import (
+            check_planner,
+            load_tokenizer,
+            planner_vocab,
+        )
         from tunesmith.families.ace_step.planner.trainer import (
             no_codes_message,
             resolve_planner,
@@ -84,6 +90,8 @@ class AceStep(Family):
         from tunesmith.store.fingerprints import model_fingerprint
 
         folder = resolve_planner(run, checkpoint)
+        check_planner(folder)  # its files, each problem named
+        planner_vocab(load_tokenizer(folder), folder)  # a Qwen3 without audio codes is refused
         rows = items.to_dict("records")
         usable, _ = rows_with_codes(rows)
         if not usable:

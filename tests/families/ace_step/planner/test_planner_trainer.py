@@ -184,3 +184,21 @@ def test_a_resumed_mlx_planner_run_is_bit_exact_on_the_cpu(planner_encoded, tmp_
     b = load_file(tmp_path / "b" / "state" / "step=6" / "state.safetensors")
     assert a.keys() == b.keys()
     assert all(a[k].equal(b[k]) for k in a)
+
+
+def test_a_missing_or_broken_planner_skips_the_run_naming_the_folder(planner_encoded, tmp_path):
+    from tunesmith import families
+
+    frame, models = planner_encoded
+    family = families.get("ace-step")
+    run = planner_run()
+    missing = replace(run, adapter=replace(run.adapter, planner="acestep-5Hz-lm-0.6B"))
+    with pytest.raises(ValueError, match="no planner folder 'acestep-5Hz-lm-0.6B'"):
+        family.plan_inputs(missing, models / "tiny", frame)
+    broken = tmp_path / "broken"
+    shutil.copytree(models / "planner", broken)
+    (broken / "model.safetensors").unlink()
+    (broken / "pytorch_model.bin").write_bytes(b"not loaded")
+    pickled = replace(run, adapter=replace(run.adapter, planner=str(broken)))
+    with pytest.raises(ValueError, match=f"(?s){broken}.*pickled weights are never loaded"):
+        family.plan_inputs(pickled, models / "tiny", frame)
