@@ -4,6 +4,9 @@ HOT-Step's defaults differ by adapter type, so a setting left out of `tunesmith.
 type's value (`fill`): LoRA rank 128, alpha 256, lr 5e-4, 400 epochs; LoKr dim 512, alpha 512,
 factor 6, lr 2e-3, 250 epochs and a target loss of 0.6. Both accumulate 4 micro-batches of one
 crop, clip the global gradient norm at 1.0, run Muon beside AdamW and the warmup-cosine schedule.
+A run with `adapter.target = "planner"` trains the planner LM instead (`adapter.planner` names
+its folder) on HOT-Step's LM defaults: LoRA rank 16, alpha 32, lr 1e-4, accumulation 2 (one
+item a micro-batch), 75 epochs and a target loss of 4.0; clip, optimizer and schedule as above.
 
 How the epochs become the loop's steps: an epoch is one shuffled pass over the training items,
 one crop each, in micro-batches of one crop; an optimizer step is `accumulation` micro-batches
