@@ -60,7 +60,8 @@ def adapters(
         if family is None or not family.backends_for("adapters"):
             skipped.append(Skipped(f"run {run.name}", f"the {run.family} family has no trainer"))
             continue
-        placement = compute.placement("adapters", run.family, family.backends_for("adapters"))
+        backends = family.backends_for_run("adapters", run)
+        placement = compute.placement("adapters", run.family, backends)
         checkpoint = base_model_folder(run, roots.models)
         try:
             plan = engine.plan(

@@ -10,6 +10,7 @@ from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
 from tunesmith import families
 from tunesmith.render import demos as engine
+from tunesmith.store import content_key
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.train.config import base_model_folder, dataset_runs
 
@@ -33,9 +34,7 @@ def renders(
     configs = {r.name: r for r in dataset_runs(folder)}
     runs = [(configs[row["run"]], row) for row in adapters.to_dict("records")]
     cache = roots.store / "fingerprints.json"
-    fingerprints = {
-        run.name: model_fingerprint(base_model_folder(run, roots.models), cache) for run, _ in runs
-    }
+    fingerprints = {run.name: _base_fingerprint(run, roots.models, cache) for run, _ in runs}
     placements = {
         name: compute.placement("renders", name, families.get(name).backends_for("renders"))
         for name in {r.family for r, _ in runs}
@@ -60,6 +59,15 @@ def renders(
         notes="; ".join(result.result.extra.get("notes", [])) or "none",
         demos=dg.MetadataValue.json(json.loads(result.frame.to_json(orient="records"))),
     )
+
+
+def _base_fingerprint(run, models, cache) -> str:
+    """What the base side renders from: the base model, and any other model the family's
+    renderer reads for the run (a planner LM)."""
+    folder = base_model_folder(run, models)
+    fingerprint = model_fingerprint(folder, cache)
+    inputs = families.get(run.family).render_inputs(run, folder, cache)
+    return content_key(base=fingerprint, **inputs) if inputs else fingerprint
 
 
 def _placement_text(placements: dict) -> str:

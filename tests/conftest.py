@@ -110,3 +110,11 @@ def tiny_ace_step(tmp_path_factory) -> Path:
     from tunesmith.families.ace_step.tiny import make_tiny_ace_step
 
     return make_tiny_ace_step(tmp_path_factory.mktemp("models") / "tiny-ace-step", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_planner(tmp_path_factory) -> Path:
+    """The tiny ACE-Step planner LM folder (read only)."""
+    from tunesmith.families.ace_step.planner.tiny import make_tiny_planner
+
+    return make_tiny_planner(tmp_path_factory.mktemp("models") / "tiny-planner", seed=0)

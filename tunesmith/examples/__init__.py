@@ -3,7 +3,8 @@
 `loops` (audio at known tempi and keys) trains a Stable Audio 3 adapter on the tiny
 Stable Audio 3 in `<models>/tiny-stable-audio-3`; `rings` (drawn images) is encoded for
 the tiny SDXL in `<models>/tiny-sdxl`; `songs` (sung and instrumental clips with lyrics
-sidecars) trains an ACE-Step LoRA on the tiny ACE-Step 1.5 in `<models>/tiny-ace-step`.
+sidecars) trains an ACE-Step LoRA on the tiny ACE-Step 1.5 in `<models>/tiny-ace-step` and a
+planner LoRA on the tiny planner LM in `<models>/tiny-acestep-5Hz-lm`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from pathlib import Path
 TINY_SA3 = "tiny-stable-audio-3"
 TINY_SDXL = "tiny-sdxl"
 TINY_ACE_STEP = "tiny-ace-step"
+# The tiny planner LM in the published acestep-5Hz-lm layout, beside the tiny ACE-Step (a
+# planner run's adapter.planner names it; relative names resolve beside the base model).
+TINY_PLANNER = "tiny-acestep-5Hz-lm"
 
 # The rings' run: the tiny SDXL at a size its 8x VAE turns into 8x8 latents, a learning rate
 # a random tiny UNet moves at in 200 steps (SDXL's usual is 1e-4).
@@ -121,6 +125,33 @@ prompt = "warm lo-fi hip hop instrumental"
 seed = 43
 duration = 8.0
 steps = 8
+
+# The planner LM (HOT-Step's LM training): a LoRA of rank 16 on every attention and MLP
+# projection, trained on the songs' audio codes; its demos are planned with and without the
+# adapter from the same seed and heard without the DiT.
+[[runs]]
+name = "songs-planner"
+family = "ace-step"
+base_model = "{TINY_ACE_STEP}"
+trigger = "sngz"
+
+[runs.adapter]
+target = "planner"
+planner = "{TINY_PLANNER}"
+
+[runs.train]
+epochs = 30               # HOT-Step's 75 is for real songs; 30 shows the change on a CPU
+lr = 1e-3                 # a random tiny LM moves at this rate (HOT-Step's is 1e-4)
+target_loss = 0.0         # off: the tiny planner's loss starts near ln(vocabulary)
+eval_every = 15
+checkpoint_every = 15
+
+[[runs.demos]]
+prompt = "{{trigger}}, bright synth pop song with a female voice"
+lyrics = "[Verse]\\nlast bus home through the city light"
+seed = 42
+duration = 8.0
+steps = 8                 # the DiT's steps when the plan's codes are rendered through it
 """
 
 
@@ -147,5 +178,8 @@ def make_examples(datasets_root: Path, models_root: Path | None = None) -> dict[
 
         folders[TINY_SA3] = make_tiny_stable_audio_3(models_root / TINY_SA3)
         folders[TINY_SDXL] = make_tiny_sdxl(models_root / TINY_SDXL)
+        from tunesmith.families.ace_step.planner.tiny import make_tiny_planner
+
         folders[TINY_ACE_STEP] = make_tiny_ace_step(models_root / TINY_ACE_STEP)
+        folders[TINY_PLANNER] = make_tiny_planner(models_root / TINY_PLANNER)
     return folders

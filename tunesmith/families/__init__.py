@@ -14,6 +14,11 @@ listing the families costs no model library. What a hook returns:
   returning an object with `frame`, `keys` and `result` (a `StageResult`).
 - `trainer(backend)`: a class whose instances are `tunesmith.train.trainer.Trainer`s, built
   as `cls(run, base_model, items, run_dir, placement, metadata)`.
+- `plan_inputs(run, checkpoint, items, fingerprint_cache)`: what else a run's training reads
+  (a second model's fingerprint), as a dict the run's key covers; {} for none. A ValueError
+  skips the run with its message.
+- `render_inputs(run, base_model, fingerprint_cache)`: the same for the renders (what else
+  the base side is rendered from), {} for none.
 - `renderer(run, base_model, placement, adapter)`: an object with `render(demo, strength)`
   (audio: float [channels, N] and a `sample_rate`; pictures: uint8 [H, W, 3]).
 - `validate_files(path)`: checks an adapter file (and its twins) as the family's users' tools
@@ -100,6 +105,12 @@ class Family:
     def trainer(self, backend: str) -> type:
         raise NotImplementedError
 
+    def plan_inputs(self, run, checkpoint: Path, items, fingerprint_cache=None) -> dict:
+        return {}
+
+    def render_inputs(self, run, base_model: Path, fingerprint_cache=None) -> dict:
+        return {}
+
     def renderer(self, run, base_model: Path, placement, adapter: Path):
         raise NotImplementedError
 
@@ -111,6 +122,10 @@ class Family:
 
     def backends_for(self, stage: str) -> frozenset[str]:
         return frozenset(self.backends.get(stage, ()))
+
+    def backends_for_run(self, stage: str, run) -> frozenset[str]:
+        """The backends one run of `stage` can be placed on (a family whose runs differ)."""
+        return self.backends_for(stage)
 
     def __repr__(self) -> str:
         return f"<family {self.name}>"

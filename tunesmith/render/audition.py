@@ -20,7 +20,10 @@ of two kinds, the same kind throughout a page:
     {"image": "renders/base/demo0.png"}
 
 each a path relative to the page's folder, plus the adapter side's optional strength and
-step (shown in its label). An image must be a PNG; its pixel size comes from its header.
+step (shown in its label) and, for a planner's plan, `plan` ({codes, seconds, metas, and
+optionally dit_audio: the codes rendered through the DiT}: shown under the side).
+`prompts_heading` replaces the section's "Demo prompts". An image must be a PNG; its pixel
+size comes from its header.
 
 The same `page` dict gives the same bytes. Not handled: video, or a page mixing audio and
 image pairs.
@@ -81,7 +84,7 @@ def audition_html(page: dict, folder: Path) -> str:
         f"<header><h1>{head['title']}</h1><p class=meta>{meta}</p></header>",
         TOOLBAR.format(hint=BLIND_HINTS[kind]),
         "<main>",
-        '<section id="prompts"><h2>Demo prompts</h2>',
+        f'<section id="prompts"><h2>{_esc(page.get("prompts_heading") or "Demo prompts")}</h2>',
         *(_prompt_html(i, p, folder, kind) for i, p in enumerate(prompts)),
         "</section>",
         _validation_html(page),
@@ -189,7 +192,28 @@ def _side_html(side: str, entry: dict, label: str, where: str, folder: Path, kin
     return (
         f'<figure class="side {side}" data-side="{side}">'
         f'<figcaption><span class="blind-label"></span>'
-        f'<span class="label">{_esc(label)}</span></figcaption>{media}</figure>'
+        f'<span class="label">{_esc(label)}</span></figcaption>{media}{_plan_html(entry)}'
+        "</figure>"
+    )
+
+
+def _plan_html(entry: dict) -> str:
+    """A planner side's plan: how many codes (and seconds) it wrote, and its <think> metas."""
+    plan = entry.get("plan")
+    if not isinstance(plan, dict):
+        return ""
+    metas = plan.get("metas") or {}
+    lines = "\n".join(f"{k}: {v}" for k, v in sorted(metas.items())) or "(no metas)"
+    length = f"{float(plan.get('seconds', 0.0)):g}"
+    dit = ""
+    if plan.get("dit_audio"):
+        src = _esc(quote(str(plan["dit_audio"]), safe="/"))
+        dit = (f'<p class="settings">the same codes through the DiT:</p>'
+               f'<audio controls preload="metadata" src="{src}"></audio>')  # fmt: skip
+    return (
+        f'<div class="plan"><p class="settings">{_esc(plan.get("codes", 0))} codes · '
+        f"{_esc(length)} s</p>"
+        f'<pre class="metas">&lt;think&gt;\n{_esc(lines)}\n&lt;/think&gt;</pre>{dit}</div>'
     )
 
 

@@ -73,7 +73,7 @@ def audition_spec(
         pair = {r["side"]: r for r in renders if r["demo"] == f"demo{index}"}
         if set(pair) != {"base", "adapter"}:
             continue
-        sides = {s: _media(r, rel) for s, r in pair.items()}
+        sides = {s: {**_media(r, rel), **_plan(r, rel)} for s, r in pair.items()}
         sides["adapter"].update(strength=demo.strength, step=int(trained["best_step"]))
         prompts.append({"id": f"demo{index}", "prompt": demo.prompt, "seed": demo.seed,
                         "duration": getattr(demo, "duration", None), "steps": demo.steps,
@@ -81,7 +81,9 @@ def audition_spec(
         if getattr(demo, "lyrics", ""):  # a family whose demos sing
             prompts[-1]["lyrics"] = demo.lyrics
     lineage = _lineage(run.family, trained["best_path"])
+    planned = any("plan" in p["base"] for p in prompts)
     return {
+        **({"prompts_heading": PLANNER_HEADING} if planned else {}),
         "title": f"{run.name} — auditions",
         "run": run.name,
         "family": run.family,
@@ -96,6 +98,24 @@ def audition_spec(
         "lineage": {k: lineage[k] for k in sorted(lineage) if k != "tunesmith.training_config"},
         "notes": list(notes),
     }
+
+
+PLANNER_HEADING = "Planner plans: the 5 Hz LM alone (codes → detokenizer → VAE, no DiT)"
+
+
+def _plan(render: dict, rel) -> dict:
+    """A planner render's plan (code count, seconds, metas) from its sidecar, and its codes
+    rendered through the DiT where there are some; {} otherwise."""
+    sidecar = render.get("sidecar")
+    if not isinstance(sidecar, str) or not Path(sidecar).is_file():
+        return {}
+    document = json.loads(Path(sidecar).read_text(encoding="utf-8"))
+    if document.get("plan") is None:
+        return {}
+    plan = dict(document["plan"])
+    if "dit" in document.get("extra_audio", []):
+        plan["dit_audio"] = rel(str(Path(sidecar).with_suffix(".dit.wav")))
+    return {"plan": plan}
 
 
 def _media(render: dict, rel) -> dict:

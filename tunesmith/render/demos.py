@@ -128,10 +128,18 @@ class _RunRenders:
             "training_step": int(self.trained["best_step"]), "family": run.family,
             "placement": str(self.placement), "run": run.name,
         }  # fmt: skip
+        # A renderer may say more about what it rendered (a planner's plan: codes, metas).
+        details = getattr(self.made, "details", None)
+        sidecar.update(details() if details else {})
         if self.image:
             write_png(rendered, tmp / "image.png")
         else:
             _write_audio(tmp, rendered, self.made.sample_rate, self.mp3_ok)
+            # A renderer may render the same thing a second way (a plan through the DiT).
+            extra = getattr(self.made, "extra_audio", None)
+            for name, samples in (extra() if extra else {}).items():
+                (tmp / f"extra-{name}.wav").write_bytes(wav_bytes(samples, self.made.sample_rate))
+                sidecar.setdefault("extra_audio", []).append(name)
         (tmp / "value.json").write_text(canonical_json(sidecar), encoding="utf-8")
 
 
@@ -157,6 +165,8 @@ def _publish(store: Store, key: str, folder: Path, run: RunConfig, index: int) -
     sidecar = store.read_json(key)
     if sidecar is None:
         raise DamagedEntry(f"{entry}: its sidecar was damaged; evicted, it is computed again")
+    for name in sidecar.get("extra_audio", []):  # `<stem>.<name>.wav` beside the render
+        store.publish(key, f"extra-{name}.wav", stem.with_suffix(f".{name}.wav"))
     target = stem.with_suffix(".json")
     write_if_changed(target, (json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n").encode())
     return {

@@ -74,6 +74,9 @@ def plan(
         raise ValueError(f"run {run.name!r}: nothing was encoded for {checkpoint}")
     items = encoded[mine].dropna(axis=1, how="all").sort_values("path")  # this family's columns
     fingerprint = model_fingerprint(checkpoint, fingerprint_cache)
+    inputs = families.get(run.family).plan_inputs(
+        run, checkpoint, items, fingerprint_cache
+    )  # ValueError: skip
     # The step count and the demos do not change what is trained up to a step.
     without_steps = replace(run, train=replace(run.train, steps=0), demos=())
     key = content_key(
@@ -86,6 +89,7 @@ def plan(
         ],
         base=fingerprint,
         placement=placement.as_dict(),
+        **({"inputs": inputs} if inputs else {}),
     )
     run_dir = out / "adapters" / f"{run.name}-{key[:10]}"
     return RunPlan(run, checkpoint, run_dir, key, fingerprint, items)

@@ -1,7 +1,8 @@
 """The `songs` example through every stage with the tiny ACE-Step 1.5 (what `make demo` builds):
 labels, latents and codes, a LoRA trained by the one loop that beats the base model on its
 validation songs, files that pass their check, same-seed renders and the audition page with the
-demo's lyrics; a second build computes nothing."""
+demo's lyrics; beside it the planner run on the tiny planner LM, its pure-LM audition pair; a
+second build computes nothing."""
 
 from __future__ import annotations
 
@@ -12,23 +13,27 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import materialize
-from tunesmith.examples import SONGS_TOML, TINY_ACE_STEP
+from tunesmith.examples import SONGS_TOML, TINY_ACE_STEP, TINY_PLANNER
 from tunesmith.examples.songs import make_songs
 
 pytestmark = pytest.mark.slow
 
 
-def test_the_songs_example_trains_renders_and_auditions(storage, instance, tiny_ace_step):
+def test_the_songs_example_trains_renders_and_auditions(storage, instance, tiny_ace_step,
+                                                        tiny_planner):  # fmt: skip
     shutil.copytree(tiny_ace_step, Path(storage.models_root) / TINY_ACE_STEP)
+    shutil.copytree(tiny_planner, Path(storage.models_root) / TINY_PLANNER)
     folder = Path(storage.datasets_root) / "songs"
     make_songs(folder)
     (folder / "tunesmith.toml").write_text(SONGS_TOML)
     md = materialize(instance, storage, "songs")
-    assert md["encoded"]["computed"] == 4 and md["adapters"]["computed"] == 1
+    assert md["encoded"]["computed"] == 4 and md["adapters"]["computed"] == 2
     assert md["checks"]["ace_step_files"] is True
     out = Path(storage.out_root) / "songs"
     report = json.loads((out / "report.json").read_text())
-    [run] = report["stages"]["adapters"]["runs"]
+    run, planner = report["stages"]["adapters"]["runs"]
+    assert planner["run"] == "songs-planner" and planner["steps"] == 60  # 30 epochs of two
+    assert planner["best_loss"] < planner["base_loss"]
     assert run["family"] == "ace-step" and run["steps"] == 60  # 60 epochs of one step
     assert run["best_loss"] < 0.9 * run["base_loss"]
     assert Path(run["best_path"]).name == "adapter_model.safetensors"
@@ -36,6 +41,8 @@ def test_the_songs_example_trains_renders_and_auditions(storage, instance, tiny_
     assert sidecar["lyrics"].startswith("[Verse]\nlast bus home") and sidecar["duration"] == 8.0
     page = (out / "auditions" / "songs-lora.html").read_text()
     assert '<pre class="lyrics">[Verse]\nlast bus home' in page and page.count("<audio") == 4
+    plans = (out / "auditions" / "songs-planner.html").read_text()
+    assert "Planner plans" in plans and plans.count('class="metas"') == 2
     again = materialize(instance, storage, "songs")
     assert again["encoded"]["computed"] == 0 and again["adapters"]["computed"] == 0
     assert again["renders"]["computed"] == 0

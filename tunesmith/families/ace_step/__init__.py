@@ -43,7 +43,7 @@ class AceStep(Family):
         fill=settings.fill,
     )
     files_check = "ace_step_files"
-    # torch on CUDA, MPS or the CPU; no MLX implementation of this family.
+    # torch on CUDA, MPS or the CPU; a planner run also trains on MLX (backends_for_run).
     backends = MappingProxyType(
         {
             "encoded": frozenset({"torch"}),
@@ -62,12 +62,56 @@ class AceStep(Family):
 
         return build_encoded(request)
 
-    def trainer(self, backend: str) -> type:
-        from tunesmith.families.ace_step.trainer import AceStepTrainer
+    def backends_for_run(self, stage: str, run) -> frozenset[str]:
+        """A planner run trains on torch or MLX (mlx-lm); the DiT on torch only."""
+        if stage == "adapters" and run.adapter.target == "planner":
+            return frozenset({"torch", "mlx"})
+        return self.backends_for(stage)
 
-        return AceStepTrainer
+    def trainer(self, backend: str):
+        return _make_trainer  # the DiT's or the planner's, by the run's adapter.target
+
+    def plan_inputs(self, run, checkpoint: Path, items, fingerprint_cache=None) -> dict:
+        """A planner run's planner folder fingerprint (it keys the run); ValueError when the
+        folder is missing or not a planner, or no item has audio codes (the run is skipped,
+        said once)."""
+        if run.adapter.target != "planner":
+            return {}
+        from tunesmith.families.ace_step.planner.model import (
+            check_planner,
+            load_tokenizer,
+            planner_vocab,
+        )
+        from tunesmith.families.ace_step.planner.trainer import (
+            no_codes_message,
+            resolve_planner,
+            rows_with_codes,
+        )
+        from tunesmith.store.fingerprints import model_fingerprint
+
+        folder = resolve_planner(run, checkpoint)
+        check_planner(folder)  # its files, each problem named
+        planner_vocab(load_tokenizer(folder), folder)  # a Qwen3 without audio codes is refused
+        rows = items.to_dict("records")
+        usable, _ = rows_with_codes(rows)
+        if not usable:
+            raise ValueError(no_codes_message(run.name, len(rows), len(rows)))
+        return {"planner": model_fingerprint(folder, fingerprint_cache)}
+
+    def render_inputs(self, run, base_model: Path, fingerprint_cache=None) -> dict:
+        """A planner run's base side is the planner's plan: its fingerprint keys the render."""
+        if run.adapter.target != "planner":
+            return {}
+        from tunesmith.families.ace_step.planner.trainer import resolve_planner
+        from tunesmith.store.fingerprints import model_fingerprint
+
+        return {"planner": model_fingerprint(resolve_planner(run, base_model), fingerprint_cache)}
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):
+        if run.adapter.target == "planner":
+            from tunesmith.families.ace_step.planner.render import PlannerRenderer
+
+            return PlannerRenderer(run, base_model, placement, adapter)
         from tunesmith.families.ace_step.sample import Renderer
 
         return Renderer(base_model, placement, adapter)
@@ -81,6 +125,20 @@ class AceStep(Family):
         from tunesmith.families.ace_step.tiny import make_tiny_ace_step
 
         return make_tiny_ace_step(folder)
+
+
+def _make_trainer(run, base_model, items, run_dir, placement, metadata):
+    if run.adapter.target == "planner" and placement.backend == "mlx":
+        from tunesmith.families.ace_step.planner.mlx_trainer import MlxPlannerTrainer
+
+        return MlxPlannerTrainer(run, base_model, items, run_dir, placement, metadata)
+    if run.adapter.target == "planner":
+        from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
+
+        return PlannerTrainer(run, base_model, items, run_dir, placement, metadata)
+    from tunesmith.families.ace_step.trainer import AceStepTrainer
+
+    return AceStepTrainer(run, base_model, items, run_dir, placement, metadata)
 
 
 FAMILY = AceStep()

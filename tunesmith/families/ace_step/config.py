@@ -4,6 +4,9 @@ HOT-Step's defaults differ by adapter type, so a setting left out of `tunesmith.
 type's value (`fill`): LoRA rank 128, alpha 256, lr 5e-4, 400 epochs; LoKr dim 512, alpha 512,
 factor 6, lr 2e-3, 250 epochs and a target loss of 0.6. Both accumulate 4 micro-batches of one
 crop, clip the global gradient norm at 1.0, run Muon beside AdamW and the warmup-cosine schedule.
+A run with `adapter.target = "planner"` trains the planner LM instead (`adapter.planner` names
+its folder) on HOT-Step's LM defaults: LoRA rank 16, alpha 32, lr 1e-4, accumulation 2 (one
+item a micro-batch), 75 epochs and a target loss of 4.0; clip, optimizer and schedule as above.
 
 How the epochs become the loop's steps: an epoch is one shuffled pass over the training items,
 one crop each, in micro-batches of one crop; an optimizer step is `accumulation` micro-batches
@@ -23,6 +26,8 @@ from tunesmith.families.ace_step.text import LANGUAGES, TAG_POSITIONS
 from tunesmith.train.config import AdapterConfig, DemoConfig, TrainConfig
 
 ADAPTER_TYPES = ("lora", "lokr")
+TARGETS = ("dit", "planner")  # what a run adapts: the DiT, or the planner LM (5 Hz LM)
+PLANNER = "acestep-5Hz-lm-1.7B"  # the planner a planner run trains when it names none
 ATTENTION = ("both", "self", "cross")  # Side-Step's attention_type
 LOSS_WEIGHTINGS = ("none", "flow_snr", "min_snr")  # Side-Step's loss_weighting choices
 UNREADABLE_LYRICS = ("skip", "instrumental")
@@ -39,6 +44,11 @@ TYPE_DEFAULTS = {
              "target_loss": 0.6, "loss_weighting": "none"},
 }  # fmt: skip
 ACCUMULATION = 4  # HOT-Step's grad accumulation for both types (micro-batches)
+# HOT-Step's planner (LM) defaults: a LoRA of rank 16, alpha 32 on every attention and MLP
+# projection (its LmExportMeta; Side-Step's train_lm.py has the same), lr 1e-4, accumulation
+# 2, 75 epochs and a target loss of 4.0 on the moving average of the token cross-entropy.
+PLANNER_DEFAULTS = {"rank": 16, "alpha_per_rank": 2.0, "lr": 1e-4, "epochs": 75,
+                    "target_loss": 4.0, "loss_weighting": "none", "accumulation": 2}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,8 @@ class AceStepAdapter(AdapterConfig):
     factor: int = 6  # LoKr's Kronecker factor (HOT-Step); -1: PEFT's automatic split
     attention: str = "both"  # Side-Step's attention_type: self, cross or both attentions
     target_mlp: bool = True  # HOT-Step: the MLP projections too (gate, up, down)
+    target: str = "dit"  # "planner": a LoRA on the planner LM instead (HOT-Step's LM training)
+    planner: str = PLANNER  # the planner folder; relative: beside the base model, else in it
 
 
 @dataclass(frozen=True)
@@ -56,7 +68,7 @@ class AceStepTrain(TrainConfig):
     steps: int | None = None  # None: the whole epoch horizon (module docstring)
     epochs: int | None = None  # the schedule's horizon; None: 400 LoRA / 250 LoKr (HOT-Step)
     lr: float | None = None  # None: 5e-4 LoRA / 2e-3 LoKr (HOT-Step)
-    accumulation: int = ACCUMULATION  # micro-batches an optimizer step (HOT-Step: 4)
+    accumulation: int | None = None  # micro-batches an optimizer step; None: 4 DiT, 2 planner
     batch_size: int = 1  # crops a micro-batch (HOT-Step's default; only 1, see problems)
     grad_clip: float = 1.0  # global-norm clip (HOT-Step, Side-Step)
     warmup: float = 0.05  # share of the horizon in linear warmup from lr 0 (HOT-Step)
@@ -107,6 +119,8 @@ def fill(run):
     a, t = run.adapter, run.train
     # An unknown type takes LoRA's numbers, so the checks run and `problems` names the type.
     defaults = TYPE_DEFAULTS.get(a.type, TYPE_DEFAULTS["lora"])
+    if a.target == "planner":
+        defaults = PLANNER_DEFAULTS
     rank = a.rank if a.rank is not None else defaults["rank"]
     alpha = a.alpha
     if alpha is None and isinstance(rank, int | float):
@@ -118,6 +132,9 @@ def fill(run):
         epochs=t.epochs if t.epochs is not None else defaults["epochs"],
         target_loss=t.target_loss if t.target_loss is not None else defaults["target_loss"],
         loss_weighting=t.loss_weighting or defaults["loss_weighting"],
+        accumulation=t.accumulation
+        if t.accumulation is not None
+        else defaults.get("accumulation", ACCUMULATION),
     )
     return replace(run, adapter=adapter, train=train)
 
@@ -125,6 +142,13 @@ def fill(run):
 def problems(run) -> list[str]:
     a, t = run.adapter, run.train
     found = []
+    if a.target not in TARGETS:
+        found.append(f"adapter.target must be one of {', '.join(TARGETS)}, got {a.target!r}")
+    if a.target == "planner" and a.type != "lora":
+        found.append(f"adapter.type must be lora for a planner run (HOT-Step trains the planner "
+                     f"with a LoRA), got {a.type!r}")  # fmt: skip
+    if a.target == "planner" and not str(a.planner or "").strip():
+        found.append("adapter.planner must name the planner folder (acestep-5Hz-lm-*)")
     if a.type not in ADAPTER_TYPES:
         found.append(f"adapter.type must be one of {', '.join(ADAPTER_TYPES)}, got {a.type!r}")
     if a.attention not in ATTENTION:

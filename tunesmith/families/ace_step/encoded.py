@@ -60,7 +60,7 @@ PARAMS = {
 COLUMNS = [
     "model", "run", "path", "entry", "latents", "frames", "seconds", "codes", "caption",
     "caption_entry", "caption_states", "lyrics_entry", "lyrics_states", "use_genre",
-    "instrumental", "language", "trigger", "tag_position",
+    "instrumental", "language", "trigger", "tag_position", "planner_labels",
 ]  # fmt: skip
 
 
@@ -208,7 +208,8 @@ class _Base:
             caption_key = self._text("caption", texts.caption_string)
             lyrics_key = self._text("lyrics", texts.lyrics_string)
             self.texts.setdefault(rel, {})[run.name] = asdict(texts)
-            rows.append(self._row(run.name, rel, meta, texts, caption_key, lyrics_key))
+            row = self._row(run.name, rel, meta, texts, caption_key, lyrics_key)
+            rows.append({**row, "planner_labels": _planner_labels(item, texts, meta)})
         return rows
 
     def _row(self, run: str, rel: str, meta: dict, texts, caption_key: str, lyrics_key: str):
@@ -260,6 +261,23 @@ class _Base:
             sidecar.update(path=rel, texts=self.texts.get(rel, {}),
                            warnings=encoded[rel]["warnings"])  # fmt: skip
             write_if_changed(stem.with_suffix(".json"), json_bytes(sidecar))
+
+
+def _planner_labels(item: dict, texts, meta: dict) -> str:
+    """What the planner's answer states about an item (its `<think>` metas) and its lyrics,
+    as JSON: the run's caption (trigger applied), the labels' facts, the encoded duration."""
+    tags = json.loads(item.get("tags") or "{}") if isinstance(item.get("tags"), str) else {}
+    labels = {
+        "caption": texts.caption,
+        "lyrics": "" if texts.instrumental else captions._text(item.get("lyrics")),
+        "bpm": captions._number(item.get("bpm")),
+        "keyscale": captions._text(item.get("keyscale")) or None,
+        "timesignature": captions._text(item.get("timesignature")) or None,
+        "genres": captions._text(tags.get("genre")) or None,
+        "language": texts.language,
+        "duration": meta["seconds"],
+    }
+    return canonical_json(labels)
 
 
 def load_item(row: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -177,6 +177,10 @@ def validate_files(path: str | Path) -> dict[str, str]:
         if not (folder / name).is_file():
             raise ValueError(f"{folder}: no {name}; an ACE-Step adapter is a PEFT folder of both")
     document = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    if document.get("task_type") == "CAUSAL_LM":  # a planner LoRA (target = "planner")
+        from tunesmith.families.ace_step.planner.adapter_files import validate_folder
+
+        return validate_folder(folder, LINEAGE)
     if any(k.startswith(("hot_step", "modelspec", "tunesmith")) for k in document):
         raise ValueError(
             f"{folder / CONFIG}: holds metadata keys; PEFT reads every key as a LoraConfig "

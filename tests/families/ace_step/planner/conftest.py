@@ -19,12 +19,7 @@ LABELS = {
 }
 
 
-@pytest.fixture(scope="session")
-def tiny_planner(tmp_path_factory) -> Path:
-    """The tiny planner folder (read only)."""
-    from tunesmith.families.ace_step.planner.tiny import make_tiny_planner
-
-    return make_tiny_planner(tmp_path_factory.mktemp("models") / "tiny-planner", seed=0)
+# `tiny_planner`, the planner folder, is in tests/conftest.py (the songs example uses it too).
 
 
 @pytest.fixture

@@ -165,6 +165,38 @@ def read_metadata(folder: Path) -> dict[str, str]:
         return dict(f.metadata() or {})
 
 
+def validate_folder(folder: Path, lineage: tuple[str, ...] = ()) -> dict[str, str]:
+    """Check a planner PEFT folder as PEFT loads it, and its mlx-lm twin `<folder>.mlx-lm`
+    beside it (as the trainer writes them); returns the PEFT weights' metadata. ValueError
+    naming the file and the rule."""
+    from peft import LoraConfig, PeftConfig
+
+    folder = Path(folder)
+    config = PeftConfig.from_pretrained(str(folder))
+    if not isinstance(config, LoraConfig) or config.task_type != "CAUSAL_LM":
+        raise ValueError(f"{folder / CONFIG}: a {type(config).__name__}, not a causal-LM LoRA")
+    lora, metadata = read(folder)
+    with safe_open(folder / PEFT_WEIGHTS, "pt") as f:
+        dtypes = {f.get_slice(k).get_dtype() for k in f.keys()}
+    if dtypes != {"BF16"}:
+        raise ValueError(f"{folder / PEFT_WEIGHTS}: tensors in {sorted(dtypes)}; expected BF16")
+    wanted = set(config.target_modules)
+    found = {module.rsplit(".", 1)[-1] for module in lora.factors}
+    if found != wanted:
+        raise ValueError(f"{folder / PEFT_WEIGHTS}: adapts {sorted(found)}, but "
+                         f"adapter_config.json targets {sorted(wanted)}")  # fmt: skip
+    missing = [k for k in lineage if k not in metadata]
+    if missing:
+        raise ValueError(f"{folder / PEFT_WEIGHTS}: lineage metadata missing: {', '.join(missing)}")
+    twin = folder.parent / f"{folder.name}.mlx-lm"
+    mlx, mlx_metadata = read(twin)
+    if set(mlx.factors) != set(lora.factors) or mlx.rank != lora.rank:
+        raise ValueError(f"{twin}: its modules or rank differ from {folder}")
+    if any(mlx_metadata.get(k) != metadata.get(k) for k in lineage):
+        raise ValueError(f"{twin / MLX_WEIGHTS}: its lineage differs from {folder}")
+    return metadata
+
+
 def _read_peft(folder: Path, config: dict) -> tuple[LoraFactors, dict[str, str]]:
     if config.get("peft_type") != "LORA" or config.get("use_dora") or config.get("use_rslora"):
         raise ValueError(f"{folder}: a PEFT adapter other than a plain LoRA (r, lora_alpha)")

@@ -1,0 +1,213 @@
+"""Our planner LoRA training step against a bare loop, in one run, on one machine.
+
+The bare loop is what a user writes by hand from transformers and PEFT: the planner loaded
+with `AutoModelForCausalLM`, `get_peft_model` with a LoRA of rank 16 (alpha 32) on the seven
+projections of every layer, the factors in fp32, AdamW, and per step one song's tokens with
+the prompt's labels at -100, the model's own loss (`labels=`: the shifted cross-entropy over
+the answer tokens), backward, global-norm clipping at 1.0 and the AdamW step. Ours is
+`PlannerTrainer.step()` (tunesmith's trainer of the one loop) with the same settings, AdamW
+and one song a step: the epoch order, the masked loss on the answer positions only, backward,
+clipping, the optimizer and the schedule; validation, samples and files are left out. Both
+train the same examples (`planner/data.py`'s prompt and answer, the same token ids and mask)
+on the tiny planner LM widened (`WIDE`), saved in the published acestep-5Hz-lm layout, each
+in its own process.
+
+Printed: steps per second of each (one over the median step after `WARMUP` steps, timed by
+this thread's CPU time on a CPU with one torch thread; the best of `ROUNDS` interleaved runs),
+the time ratio (ours / bare) and the ratio of the memory each training adds over its loaded
+model (peak RSS on the CPU, peak allocated on CUDA). Nothing here asserts a timing.
+
+    .venv/bin/python bench/planner_step.py [--steps 20] [--device cpu] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from bench.sdxl_step import MALLOC, PeakMemory, clock, page_in  # noqa: E402
+
+# The tiny planner widened to something a step's time is worth measuring on (real 0.6B:
+# hidden 1024, 28 layers, 16 heads, 8 kv heads, head_dim 128).
+WIDE = {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32}  # fmt: skip
+SONGS, SECONDS, WARMUP, ROUNDS = 8, 30, 3, 3
+LINEAGE = {"tunesmith.version": "bench", "tunesmith.base_model_fingerprint": "bench",
+           "tunesmith.run_key": "bench"}  # fmt: skip
+LABELS = {"caption": "warm lo-fi hip hop, dusty drums", "lyrics": "[Verse]\nwe ride the night",
+          "bpm": 92, "keyscale": "A minor", "timesignature": "4", "language": "en"}  # fmt: skip
+
+
+def make_planner(folder: Path) -> int:
+    """The widened tiny planner in the published layout; its parameter count."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from tunesmith.families.ace_step.planner.tiny import TINY_PLANNER_CONFIG, planner_tokenizer
+
+    tokenizer = planner_tokenizer()
+    config = Qwen3Config(vocab_size=len(tokenizer), bos_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                         **{**TINY_PLANNER_CONFIG, **WIDE})  # fmt: skip
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(config).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return sum(p.numel() for p in model.parameters())
+
+
+def songs(work: Path):
+    """`SONGS` songs of random codes as the `encoded` stage's rows."""
+    import pandas as pd
+
+    from tunesmith.families.ace_step.planner.tiny import CODEBOOK_SIZE
+    from tunesmith.store.tensors import write_safetensors
+
+    g, rows = torch.Generator().manual_seed(1), []
+    for i in range(SONGS):
+        path = work / f"song{i}.safetensors"
+        codes = torch.randint(0, CODEBOOK_SIZE, (SECONDS * 5,), generator=g)
+        write_safetensors(path, {"audio_codes": codes})
+        labels = {**LABELS, "duration": SECONDS}
+        rows.append({"path": f"song{i}.wav", "latents": str(path), "codes": len(codes),
+                     "planner_labels": json.dumps(labels), "trigger": "",
+                     "tag_position": "prepend"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def run_config(planner: Path):
+    from tunesmith.train.config import resolve_run
+
+    raw = {
+        "name": "bench",
+        "family": "ace-step",
+        "base_model": "bench",
+        "adapter": {"target": "planner", "planner": str(planner)},
+        "train": {"optimizer": "adamw", "accumulation": 1, "holdout": 1, "epochs": 100},
+    }
+    return resolve_run(raw, Path("tunesmith.toml"), 0)
+
+
+def ours(folder: Path, work: Path, steps: int, device: str) -> dict:
+    from tunesmith.backends.placement import Placement
+    from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
+
+    placement = Placement("torch", device, "float32", "bench")
+    trainer = PlannerTrainer(run_config(folder), work, songs(work), work / "run", placement,
+                             LINEAGE)  # fmt: skip
+    page_in(trainer.planner.model)
+    now, seconds = clock(device), []
+    with PeakMemory(device) as memory:
+        for _ in range(WARMUP + steps):
+            start = now()
+            trainer.step()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            seconds.append(now() - start)
+    return {"steps_per_second": 1 / statistics.median(seconds[WARMUP:]), "memory": memory.added,
+            "trainable": sum(p.numel() for p in trainer.params)}  # fmt: skip
+
+
+def bare(folder: Path, work: Path, steps: int, device: str) -> dict:
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tunesmith.families.ace_step.planner.data import build_example
+    from tunesmith.families.ace_step.planner.model import planner_vocab
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    vocab = planner_vocab(tokenizer, folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True).to(device)
+    data = []
+    for row in songs(work).to_dict("records")[1:]:  # the holdout of one leaves seven to train
+        codes = load_file(row["latents"])["audio_codes"]
+        example = build_example(tokenizer, vocab, row["path"], json.loads(row["planner_labels"]),
+                                codes, model.config.max_position_embeddings)  # fmt: skip
+        data.append((torch.tensor([example.input_ids], device=device),
+                     torch.tensor([example.labels], device=device)))  # fmt: skip
+    config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, task_type="CAUSAL_LM",
+                        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                        "up_proj", "down_proj"])  # fmt: skip
+    model = get_peft_model(model, config)
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.data = p.data.float()
+    optimizer = torch.optim.AdamW(params, lr=1e-4)
+    page_in(model)
+    now, seconds = clock(device), []
+    with PeakMemory(device) as memory:
+        for _ in range(WARMUP + steps):
+            start = now()
+            ids, labels = data[int(torch.randint(0, len(data), (1,)))]
+            loss = model(input_ids=ids, labels=labels).loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            seconds.append(now() - start)
+    return {"steps_per_second": 1 / statistics.median(seconds[WARMUP:]), "memory": memory.added,
+            "trainable": sum(p.numel() for p in params)}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1, help="0: torch's default")
+    parser.add_argument("--child", choices=["ours", "bare"])
+    parser.add_argument("--model", type=Path)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.child:
+        torch.manual_seed(0)
+        fn = ours if args.child == "ours" else bare
+        with tempfile.TemporaryDirectory() as work:
+            print(json.dumps(fn(args.model, Path(work), args.steps, args.device)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "acestep-5Hz-lm-bench"
+        size = make_planner(folder)
+        results = {}
+        for name in ("bare", "ours") * ROUNDS:  # interleaved: load drifts hit both
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", name, "--model", str(folder),
+                 "--steps", str(args.steps), "--device", args.device,
+                 "--threads", str(args.threads)],
+                capture_output=True, text=True, check=True, env={**os.environ, **MALLOC},
+            )  # fmt: skip
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            best = results.get(name)
+            if best is None or result["steps_per_second"] > best["steps_per_second"]:
+                results[name] = result
+    b, o = results["bare"], results["ours"]
+    timer = "thread CPU time" if clock(args.device) is time.thread_time else "wall time"
+    print(f"device {args.device} (torch threads {args.threads or torch.get_num_threads()}, "
+          f"{timer}), float32, planner {WIDE} ({size / 1e6:.1f} M parameters), songs of "
+          f"{SECONDS} s ({SECONDS * 5} codes), LoRA rank 16 on 7 projections x "
+          f"{WIDE['num_hidden_layers']} layers ({o['trainable']} parameters; bare: "
+          f"{b['trainable']}), AdamW, one song a step")  # fmt: skip
+    print(f"bare transformers + PEFT loop: {b['steps_per_second']:.2f} steps/s, "
+          f"+{b['memory'] / 2**20:.1f} MiB")  # fmt: skip
+    print(f"tunesmith planner step:        {o['steps_per_second']:.2f} steps/s, "
+          f"+{o['memory'] / 2**20:.1f} MiB")  # fmt: skip
+    ratio = b["steps_per_second"] / o["steps_per_second"]
+    print(f"time ratio (ours/bare): {ratio:.3f}")
+    print(f"memory ratio (ours/bare): {o['memory'] / max(b['memory'], 1):.3f}")
+
+
+if __name__ == "__main__":
+    main()

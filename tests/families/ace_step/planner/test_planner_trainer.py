@@ -1,0 +1,204 @@
+"""A planner run on the one loop: HOT-Step's LM defaults, training from the encoded stage's
+codes, the validation loss measured on the base first, PEFT and mlx-lm files that load, a
+bit-exact resume on the CPU, and items without codes left out with one message."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from tests.families.ace_step.conftest import encode_dataset, write_dataset
+from tunesmith.backends.placement import Placement
+from tunesmith.train.config import resolve_run
+
+PLANNER_RUN = {
+    "name": "plan",
+    "family": "ace-step",
+    "base_model": "tiny",
+    "trigger": "zqx",
+    "adapter": {"target": "planner", "planner": "planner"},
+    "train": {"lr": 1e-2, "epochs": 4, "eval_every": 2, "checkpoint_every": 2},
+}
+CPU = Placement("torch", "cpu", "float32", "tests")
+
+
+def planner_run(**train):
+    raw = {**PLANNER_RUN, "train": {**PLANNER_RUN["train"], **train}}
+    return resolve_run(raw, Path("tunesmith.toml"), 0)
+
+
+@pytest.fixture(scope="module")
+def planner_encoded(tiny_ace_step: Path, tiny_planner: Path, tmp_path_factory):
+    """(encoded frame of a planner run, models root): five clips, codes from the tiny DiT."""
+    work = tmp_path_factory.mktemp("planner-data")
+    models = work / "models"
+    shutil.copytree(tiny_ace_step, models / "tiny")
+    shutil.copytree(tiny_planner, models / "planner")
+    folder = write_dataset(work / "clips")
+    encoded, _ = encode_dataset(folder, models, work, runs=[planner_run()])
+    return encoded.frame, models
+
+
+def make_trainer(frame, models: Path, run_dir: Path, run=None):
+    from tunesmith import families
+
+    run = run or planner_run()
+    make = families.get("ace-step").trainer("torch")
+    metadata = {"tunesmith.version": "test", "tunesmith.base_model_fingerprint": "fp",
+                "tunesmith.run_key": "key"}  # fmt: skip
+    return make(run, models / "tiny", frame, run_dir, CPU, metadata)
+
+
+def test_a_planner_run_takes_hot_steps_lm_defaults():
+    raw = {k: v for k, v in PLANNER_RUN.items() if k != "train"}
+    run = resolve_run(raw, Path("tunesmith.toml"), 0)
+    a, t = run.adapter, run.train
+    assert (a.target, a.type, a.rank, a.scale_alpha) == ("planner", "lora", 16, 32.0)
+    assert (t.lr, t.accumulation, t.epochs, t.target_loss) == (1e-4, 2, 75, 4.0)
+    assert (t.grad_clip, t.warmup, t.lr_floor) == (1.0, 0.05, 0.1)
+    dit = resolve_run({"name": "d", "family": "ace-step"}, Path("tunesmith.toml"), 0)
+    assert (dit.adapter.target, dit.train.accumulation, dit.train.lr) == ("dit", 4, 5e-4)
+    with pytest.raises(ValueError, match="adapter.target must be one of dit, planner"):
+        resolve_run({**raw, "adapter": {"target": "lm"}}, Path("tunesmith.toml"), 0)
+
+
+def test_the_loop_trains_the_planner_and_writes_both_folders(planner_encoded, tmp_path):
+    from tunesmith import families
+    from tunesmith.families.ace_step.planner import adapter_files
+    from tunesmith.train import loop
+
+    frame, models = planner_encoded
+    lines: list[str] = []
+    trainer = make_trainer(frame, models, tmp_path)
+    result = loop.train(trainer, tmp_path, log=lines.append, progress=open("/dev/null", "w"))
+    assert "planner planner" in lines[0] and "optimizer muon" in lines[0]
+    assert result.history[0]["step"] == 0 and result.base_loss == result.history[0]["loss"]
+    assert result.best_loss < result.base_loss
+    best = Path(result.best_path)
+    assert best == tmp_path / "plan" / "adapter_model.safetensors"
+    metadata = families.get("ace-step").validate_files(best)
+    assert metadata["hot_step_trigger"] == "zqx" and metadata["tunesmith.run_key"] == "key"
+    peft, _ = adapter_files.read(best.parent)
+    mlx, mlx_metadata = adapter_files.read(tmp_path / "plan.mlx-lm")
+    assert mlx_metadata["hot_step_trigger"] == "zqx" and set(mlx.factors) == set(peft.factors)
+    assert len(peft.factors) == 2 * 7  # two layers, seven projections
+
+
+def test_a_resumed_planner_run_is_bit_exact_on_the_cpu(planner_encoded, tmp_path):
+    from tunesmith.train import loop
+
+    frame, models = planner_encoded
+    quiet = open("/dev/null", "w")
+    straight = make_trainer(frame, models, tmp_path / "a", planner_run(steps=6))
+    loop.train(straight, tmp_path / "a", log=lambda _: None, progress=quiet)
+    first = make_trainer(frame, models, tmp_path / "b", planner_run(steps=2))
+    loop.train(first, tmp_path / "b", log=lambda _: None, progress=quiet)
+    again = make_trainer(frame, models, tmp_path / "b", planner_run(steps=6))
+    result = loop.train(again, tmp_path / "b", log=lambda _: None, progress=quiet)
+    assert result.resumed_from == 2
+    a = load_file(tmp_path / "a" / "state" / "step=6" / "state.safetensors")
+    b = load_file(tmp_path / "b" / "state" / "step=6" / "state.safetensors")
+    assert a.keys() == b.keys()
+    assert all(a[k].equal(b[k]) for k in a)
+
+
+def test_a_rank_below_muon_min_dim_trains_with_adamw_and_says_so(planner_encoded, tmp_path):
+    frame, models = planner_encoded
+    run = planner_run()
+    run = replace(run, adapter=replace(run.adapter, rank=4, alpha=8.0))
+    trainer = make_trainer(frame, models, tmp_path, run)
+    assert "rank 4 < muon_min_dim 16" in trainer.start_note
+    assert "optimizer adamw" in trainer.start_note
+
+
+def test_items_without_codes_skip_the_run_with_one_message(planner_encoded, tmp_path):
+    from tunesmith import families
+
+    frame, models = planner_encoded
+    without = frame.drop(columns=["codes"])
+    with pytest.raises(ValueError, match="5 of 5 items have no audio codes") as raised:
+        families.get("ace-step").plan_inputs(planner_run(), models / "tiny", without)
+    assert str(raised.value).count("\n") == 0
+    some = frame.copy()
+    some.loc[some.index[0], "codes"] = None
+    trainer = make_trainer(some, models, tmp_path)
+    assert "1 of 5 items have no audio codes" in trainer.start_note
+
+
+MLX = Placement("mlx", "cpu", "float32", "tests")
+
+
+def make_mlx_trainer(frame, models: Path, run_dir: Path, run=None):
+    pytest.importorskip("mlx_lm")
+    from tunesmith import families
+
+    make = families.get("ace-step").trainer("mlx")
+    metadata = {"tunesmith.version": "test", "tunesmith.base_model_fingerprint": "fp",
+                "tunesmith.run_key": "key"}  # fmt: skip
+    return make(run or planner_run(), models / "tiny", frame, run_dir, MLX, metadata)
+
+
+def test_the_mlx_backend_trains_on_the_loop_and_matches_torch_at_the_start(planner_encoded,
+                                                                           tmp_path):  # fmt: skip
+    from tunesmith import families
+    from tunesmith.families.ace_step.planner import adapter_files
+    from tunesmith.train import loop
+
+    frame, models = planner_encoded
+    lines: list[str] = []
+    mlx = make_mlx_trainer(frame, models, tmp_path / "mlx")
+    torch_base = make_trainer(frame, models, tmp_path / "torch").validation_loss()
+    mlx_base = mlx.validation_loss()
+    assert abs(mlx_base - torch_base) <= 1e-5 * torch_base
+    result = loop.train(mlx, tmp_path / "mlx", log=lines.append, progress=open("/dev/null", "w"))
+    assert "(mlx)" in lines[0] and "Muon is on the torch backend" in lines[0]
+    assert result.best_loss < result.base_loss
+    best = Path(result.best_path)
+    metadata = families.get("ace-step").validate_files(best)
+    assert metadata["hot_step_trigger"] == "zqx"
+    peft, _ = adapter_files.read(best.parent)
+    mlx_factors, _ = adapter_files.read(best.parent.parent / "plan.mlx-lm")
+    worst = max(float((peft.factors[m][1].float() - mlx_factors.factors[m][1]).abs().max())
+                for m in peft.factors)  # fmt: skip
+    assert 0 < max(float(b.abs().max()) for _, b in mlx_factors.factors.values())
+    assert worst < 1e-2  # bf16 PEFT against float32 mlx-lm, the same factors
+
+
+def test_a_resumed_mlx_planner_run_is_bit_exact_on_the_cpu(planner_encoded, tmp_path):
+    from tunesmith.train import loop
+
+    frame, models = planner_encoded
+    quiet = open("/dev/null", "w")
+    straight = make_mlx_trainer(frame, models, tmp_path / "a", planner_run(steps=6))
+    loop.train(straight, tmp_path / "a", log=lambda _: None, progress=quiet)
+    first = make_mlx_trainer(frame, models, tmp_path / "b", planner_run(steps=2))
+    loop.train(first, tmp_path / "b", log=lambda _: None, progress=quiet)
+    again = make_mlx_trainer(frame, models, tmp_path / "b", planner_run(steps=6))
+    result = loop.train(again, tmp_path / "b", log=lambda _: None, progress=quiet)
+    assert result.resumed_from == 2
+    a = load_file(tmp_path / "a" / "state" / "step=6" / "state.safetensors")
+    b = load_file(tmp_path / "b" / "state" / "step=6" / "state.safetensors")
+    assert a.keys() == b.keys()
+    assert all(a[k].equal(b[k]) for k in a)
+
+
+def test_a_missing_or_broken_planner_skips_the_run_naming_the_folder(planner_encoded, tmp_path):
+    from tunesmith import families
+
+    frame, models = planner_encoded
+    family = families.get("ace-step")
+    run = planner_run()
+    missing = replace(run, adapter=replace(run.adapter, planner="acestep-5Hz-lm-0.6B"))
+    with pytest.raises(ValueError, match="no planner folder 'acestep-5Hz-lm-0.6B'"):
+        family.plan_inputs(missing, models / "tiny", frame)
+    broken = tmp_path / "broken"
+    shutil.copytree(models / "planner", broken)
+    (broken / "model.safetensors").unlink()
+    (broken / "pytorch_model.bin").write_bytes(b"not loaded")
+    pickled = replace(run, adapter=replace(run.adapter, planner=str(broken)))
+    with pytest.raises(ValueError, match=f"(?s){broken}.*pickled weights are never loaded"):
+        family.plan_inputs(pickled, models / "tiny", frame)

@@ -1,0 +1,138 @@
+"""A planner run on MLX: the torch trainer's items, order, validation split, epochs, target
+loss, files and names (`trainer.PlannerTrainer`), with the model, the update and the state in
+mlx-lm (`mlx_lm_backend.MlxPlannerLora`: mlx-lm's qwen3 model, LoRA layers and loss).
+
+Per step, as on torch: each item of the window's loss and gradients (`nn.value_and_grad` over
+mlx-lm's `default_loss`), weighted by its share of the window's answer tokens and summed;
+torch's global-norm clip (`clip_grad_norm_`'s rule, the SA3 MLX trainer's `clip_global_norm`);
+MLX's AdamW with torch's defaults (betas 0.9/0.999, eps 1e-8, weight decay 0.01, bias
+correction on as torch always corrects) at the warmup-cosine schedule's lr of the update.
+Muon is on the torch backend only: an MLX run asked for Muon trains with AdamW, and its start
+line says so. The state holds the factors, MLX's optimizer state and the order generator.
+"""
+
+from __future__ import annotations
+
+import json
+
+import mlx.core as mx
+import mlx.optimizers as mlx_optim
+import numpy as np
+import torch
+from mlx.utils import tree_flatten, tree_map, tree_unflatten
+
+from tunesmith.families.ace_step.planner.mlx_lm_backend import MlxPlannerLora
+from tunesmith.families.ace_step.planner.model import check_planner, load_tokenizer, planner_vocab
+from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
+from tunesmith.families.stable_audio_3.mlx.trainer import clip_global_norm
+from tunesmith.train.optimizers import OptimizerSettings
+from tunesmith.train.state import ResumeError, load_params, params_state
+from tunesmith.train.trainer import StepReport
+
+
+class MlxPlannerTrainer(PlannerTrainer):
+    """One planner run on MLX through mlx-lm (module docstring)."""
+
+    backend = "mlx"
+
+    def _load(self, placement) -> None:
+        check_planner(self.planner_folder)
+        self.tokenizer = load_tokenizer(self.planner_folder)  # the ids mlx-lm's model reads
+        self.vocab = planner_vocab(self.tokenizer, self.planner_folder)
+        config = json.loads((self.planner_folder / "config.json").read_text(encoding="utf-8"))
+        self.context = int(config.get("max_position_embeddings") or 0)
+
+    def _attach(self, adapter, seed: int) -> None:
+        self.lora = MlxPlannerLora(self.planner_folder, adapter.rank, adapter.scale_alpha, seed)
+        self.names_order = sorted(self.lora.parameters())
+        self.params = []  # the torch list the loop never reads; `state` builds its own
+
+    def _scheduler(self, updates: int) -> None:
+        return None  # `_lr` reads the schedule itself
+
+    def _optimizer(self, cfg):
+        settings = OptimizerSettings()  # torch AdamW's defaults, as the torch backend's
+        notes = []
+        if cfg.optimizer == "muon":
+            notes.append("optimizer muon: Muon is on the torch backend; on MLX the run trains "
+                         "with AdamW")  # fmt: skip
+        optimizer = mlx_optim.AdamW(learning_rate=0.0, betas=list(settings.betas),
+                                    eps=settings.eps, weight_decay=settings.weight_decay,
+                                    bias_correction=True)  # fmt: skip
+        optimizer.init(self.lora.model.trainable_parameters())
+        count = len(self.names_order)
+        return optimizer, f"optimizer adamw: {count} parameters on MLX's AdamW", notes
+
+    # --- the step ------------------------------------------------------------------------------
+
+    def step(self) -> StepReport:
+        cfg = self.run.train
+        window, ends_epoch = self.order.next_window()
+        epoch = self.order.epoch
+        batch = [self.train_items[i] for i in window]
+        tokens = sum(e.answer_tokens for e in batch)
+        lr = self._lr()
+        summed, total = None, 0.0
+        for example in batch:
+            loss, grads = self.lora.loss_and_grad([example])
+            value = loss.item()
+            if not np.isfinite(value):
+                return StepReport(value, 0.0, epoch)
+            share = example.answer_tokens / tokens
+            grads = tree_map(lambda g, s=share: g * s, grads)
+            summed = grads if summed is None else tree_map(lambda a, b: a + b, summed, grads)
+            total += share * value
+        clipped, norm = clip_global_norm(summed, cfg.grad_clip)
+        self.optimizer.learning_rate = mx.array(lr, dtype=mx.float32)
+        self.optimizer.update(self.lora.model, clipped)
+        mx.eval(self.lora.model.parameters(), self.optimizer.state)
+        self.updates += 1
+        fields = {"lr": lr, "grad_norm": float(norm.item()), "tokens": float(tokens)}
+        stop = self._epoch_end(total, ends_epoch, fields)
+        return StepReport(total, 0.0, epoch, fields, stop)
+
+    def _lr(self) -> float:
+        """The schedule's lr of this update (update k runs at lr x multiplier(k), as torch's
+        LambdaLR steps it)."""
+        return self.run.train.lr * self.schedule(self.updates)
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        named = self.lora.parameters()
+        params = [_torch(named[name]) for name in self.names_order]
+        # MLX's step counter is uint64, which torch lacks: saved as int64, cast back on loading.
+        optimizer = {f"mlx.{k}": _torch(v if mx.issubdtype(v.dtype, mx.floating)
+                                        else v.astype(mx.int64))
+                     for k, v in tree_flatten(self.optimizer.state)}  # fmt: skip
+        tensors = {**params_state(params), **optimizer,
+                   "rng.order": self.order.generator.get_state()}  # fmt: skip
+        document = {"optimizer": {"backend": "mlx"}, "order": self.order.state_dict(),
+                    "epoch": self.order.epoch, "updates": self.updates,
+                    "epoch_losses": self.epoch_losses, "epoch_sum": self.epoch_sum}  # fmt: skip
+        return tensors, document
+
+    def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
+        if document["optimizer"] != {"backend": "mlx"}:
+            raise ResumeError("the saved optimizer state is not an MLX one")
+        named = self.lora.parameters()
+        holders = [torch.zeros(tuple(named[n].shape)) for n in self.names_order]
+        load_params(holders, tensors)  # checks the count
+        weights = [(n, mx.array(h.numpy()).astype(named[n].dtype))
+                   for n, h in zip(self.names_order, holders, strict=True)]  # fmt: skip
+        self.lora.model.load_weights(weights, strict=False)
+        self.optimizer.init(self.lora.model.trainable_parameters())
+        dtypes = {k: v.dtype for k, v in tree_flatten(self.optimizer.state)}
+        saved = {k[len("mlx.") :]: v for k, v in tensors.items() if k.startswith("mlx.")}
+        if set(saved) != set(dtypes):
+            raise ResumeError("the saved MLX optimizer state does not fit these adapters")
+        flat = [(k, mx.array(v.numpy()).astype(dtypes[k])) for k, v in saved.items()]
+        self.optimizer.state = tree_unflatten(flat)
+        mx.eval(self.lora.model.parameters(), self.optimizer.state)
+        self.order.load_state_dict(document["order"], tensors["rng.order"])
+        self.updates = document["updates"]
+        self.epoch_losses, self.epoch_sum = document["epoch_losses"], document["epoch_sum"]
+
+
+def _torch(array: mx.array) -> torch.Tensor:
+    return torch.from_numpy(np.array(array))

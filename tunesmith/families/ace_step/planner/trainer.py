@@ -1,0 +1,325 @@
+"""Training one planner run: a PEFT LoRA on the planner LM, as a trainer of the one loop.
+
+A planner run (`[runs.adapter] target = "planner"`) trains on the audio codes the `encoded`
+stage wrote beside each item's latents: per item, ACE-Step's planner prompt (caption and
+lyrics) and the answer it should write (`<think>` metas, one code token per 0.2 s,
+`<|im_end|>`), the prompt masked (`data.py`). Items without codes (a checkpoint without its
+audio tokenizer) or with codes outside the planner's codebook are left out, each named once
+in the run's start line.
+
+Per step (one optimizer update): the next window of the epoch order (`accumulation` items,
+as the DiT trainer's `data.EpochOrder`), forward and backward one item at a time with its
+token-mean cross-entropy weighted by its share of the window's answer tokens (so the
+gradients add up to the window's token mean, what one batch of them would give), the global
+gradient norm clipped at `grad_clip`, the optimizer (Muon beside AdamW, or AdamW; a run whose
+LoRA rank is below `muon_min_dim` has no Muon parameter and trains on AdamW, which the start
+line says), then the warmup-cosine schedule. At the end of an epoch its mean loss joins the
+5-epoch moving average the target loss (HOT-Step's 4.0) is tested on.
+
+Validation: the token cross-entropy of the held-out items' answers, always the same items
+and tokens (no random draw). Random sources, each seeded from the run's seed and saved with
+the state: the order generator and the LoRA's initial A factors. Nothing else draws.
+
+Files: the best adapter is `<run>/` (PEFT, bf16: `adapter_model.safetensors` +
+`adapter_config.json`) with its mlx-lm twin `<run>.mlx-lm/` beside it; the last step's, where
+it is not the best, `<run>.last/` and `<run>.last.mlx-lm/` (`adapter_files.py`). Both carry
+the trigger and the lineage in their safetensors metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from tunesmith.families.ace_step import data as dit_data
+from tunesmith.families.ace_step.planner import adapter_files
+from tunesmith.families.ace_step.planner.data import build_example
+from tunesmith.families.ace_step.planner.model import check_codes, load_planner
+from tunesmith.families.ace_step.planner.torch_lm import TorchPlannerLora
+from tunesmith.train.config import ConfigError
+from tunesmith.train.holdout import split_holdout
+from tunesmith.train.optimizers import OptimizerError, OptimizerSettings, build_optimizer
+from tunesmith.train.schedules import horizon_steps, lr_scheduler, warmup_cosine
+from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
+from tunesmith.train.trainer import StepReport
+
+TARGET_WINDOW = 5  # epochs in the moving average the target loss is tested on (HOT-Step's ma5)
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+MLX_SUFFIX = ".mlx-lm"
+
+
+def resolve_planner(run, base_model: Path) -> Path:
+    """The run's planner folder: absolute as given; relative, beside the base model folder
+    (`<models>/<planner>`), else inside it (the published ACE-Step 1.5 repository keeps
+    `acestep-5Hz-lm-*` in its checkpoint folder). ValueError naming both places when neither
+    holds it."""
+    given = Path(str(run.adapter.planner)).expanduser()
+    if given.is_absolute():
+        candidates = [given]
+    else:
+        candidates = [Path(base_model).parent / given, Path(base_model) / given]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    raise ValueError(
+        f"run {run.name!r}: no planner folder {str(given)!r} (looked in "
+        f"{' and '.join(str(c) for c in candidates)}); set adapter.planner to an "
+        "acestep-5Hz-lm-* folder"
+    )
+
+
+def rows_with_codes(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """(rows whose item has audio codes, one message per row without)."""
+    kept, left = [], []
+    for row in rows:
+        count = row.get("codes")
+        if count is None or (isinstance(count, float) and math.isnan(count)) or int(count) < 1:
+            left.append(row["path"])
+        else:
+            kept.append(row)
+    return kept, left
+
+
+def no_codes_message(run_name: str, count: int, total: int) -> str:
+    return (
+        f"run {run_name}: {count} of {total} items have no audio codes (the base model has no "
+        "audio_tokenizer/ or audio_token_detokenizer/), so the planner cannot train on them"
+    )
+
+
+@dataclass(frozen=True)
+class PlannerNames:
+    """`<run>/adapter_model.safetensors` (the PEFT folder) is the best adapter, `<run>.last/`
+    the last step's where it differs; each with its `.mlx-lm` twin. No periodic files."""
+
+    folder: Path
+    run: str
+
+    def best(self, step: int) -> Path:
+        return self.folder / self.run / adapter_files.PEFT_WEIGHTS
+
+    def checkpoint(self, step: int, epoch: int) -> None:
+        return None
+
+    def last(self, step: int, epoch: int) -> Path:
+        return self.folder / f"{self.run}.last" / adapter_files.PEFT_WEIGHTS
+
+
+def mlx_folder(path: Path) -> Path:
+    """The mlx-lm twin of the PEFT folder holding `path`."""
+    peft = Path(path).parent
+    return peft.parent / f"{peft.name}{MLX_SUFFIX}"
+
+
+class PlannerTrainer:
+    """One planner run on PyTorch through PEFT (module docstring)."""
+
+    def __init__(self, run, base_model: Path, encoded, run_dir: Path, placement, metadata) -> None:
+        cfg = run.train
+        self.run, self.metadata, self.device = run, dict(metadata), placement.device
+        self.planner_folder = resolve_planner(run, base_model)
+        try:
+            self._load(placement)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        examples, notes = self._examples(encoded)
+        split = split_holdout(examples, cfg.holdout, path=lambda e: e.item)
+        self.train_items, self.validation = split.train, split.validation
+        self.validation_note = (
+            f"answer-token cross-entropy, {split.note('song')}, "
+            f"{sum(e.answer_tokens for e in split.validation)} tokens"
+        )
+        self._attach(run.adapter, cfg.seed)
+        self.optimizer, summary, fallback = self._optimizer(cfg)
+        self.order = dit_data.EpochOrder(len(self.train_items), cfg.accumulation, cfg.seed)
+        self.horizon = horizon_steps(cfg.epochs, len(self.train_items), cfg.accumulation)
+        self.schedule = warmup_cosine(max(2, self.horizon), cfg.warmup, cfg.lr_floor)
+        self.scheduler = self._scheduler(0)
+        self.steps = cfg.steps or self.horizon
+        self.updates, self.epoch_losses, self.epoch_sum = 0, [], [0.0, 0]
+        self.names = PlannerNames(run_dir, run.name)
+        self.start_note = "; ".join([
+            f"planner {self.planner_folder.name} ({self.backend})", *fallback, summary,
+            f"{len(self.train_items)} training songs, {self.order.steps_per_epoch()} steps an "
+            f"epoch, horizon {cfg.epochs} epochs = {self.horizon} steps, training {self.steps}",
+            *notes,
+        ])  # fmt: skip
+        self.identity = {
+            "base_model": metadata.get("tunesmith.base_model_fingerprint", str(base_model)),
+            "adapter_type": "planner-lora",
+            "rank": run.adapter.rank,
+            "alpha": run.adapter.scale_alpha,
+            "targets": sorted(self.lora.factors().factors),
+        }
+
+    # --- setup ---------------------------------------------------------------------------------
+
+    backend = "torch"
+
+    def _load(self, placement) -> None:
+        """The planner on the placement's device; its tokenizer, vocabulary and context."""
+        self.planner = load_planner(self.planner_folder, DTYPES[placement.dtype],
+                                    placement.device)  # fmt: skip
+        self.tokenizer, self.vocab = self.planner.tokenizer, self.planner.vocab
+        self.context = self.planner.context
+
+    def _attach(self, adapter, seed: int) -> None:
+        self.lora = TorchPlannerLora(self.planner, adapter.rank, adapter.scale_alpha, seed)
+        self.named = list(self.lora.parameters().items())
+        self.params = [p for _, p in self.named]
+
+    def _examples(self, encoded) -> tuple[list, list[str]]:
+        """The run's items as planner examples, and what was left out, in words."""
+        rows = encoded.sort_values("path").to_dict("records")
+        self.trigger = (
+            (str(rows[0].get("trigger") or ""), str(rows[0].get("tag_position") or "prepend"))
+            if rows
+            else ("", "prepend")
+        )
+        usable, without = rows_with_codes(rows)
+        notes = [no_codes_message(self.run.name, len(without), len(rows))] if without else []
+        codes = {row["path"]: load_file(row["latents"])["audio_codes"] for row in usable}
+        good, problems = check_codes(codes, self.vocab)
+        notes += problems
+        examples = []
+        for row in usable:
+            if row["path"] not in good:
+                continue
+            labels = json.loads(row["planner_labels"])
+            # The caption already carries the run's trigger (captions.item_texts).
+            example = build_example(self.tokenizer, self.vocab, row["path"], labels,
+                                    codes[row["path"]], self.context)  # fmt: skip
+            notes += list(example.warnings)
+            examples.append(example)
+        if not examples:
+            raise ConfigError(f"run {self.run.name}: no item has audio codes the planner can "
+                              f"train on ({'; '.join(notes) or 'no items'})")  # fmt: skip
+        return examples, notes
+
+    def _scheduler(self, updates: int):
+        return lr_scheduler(self.optimizer, self.schedule, updates)
+
+    def _optimizer(self, cfg):
+        """(optimizer, its split in words, notes): Muon where a parameter qualifies, else
+        AdamW, said so."""
+        settings = OptimizerSettings(name=cfg.optimizer, muon_min_dim=cfg.muon_min_dim,
+                                     muon_lr_scale=cfg.muon_lr_scale)  # fmt: skip
+        notes = []
+        try:
+            optimizer, split = build_optimizer(self.named, cfg.lr, settings)
+        except OptimizerError as exc:
+            if cfg.optimizer != "muon":
+                raise ConfigError(str(exc)) from None
+            notes.append(
+                f"optimizer muon: LoRA rank {self.run.adapter.rank} < muon_min_dim "
+                f"{cfg.muon_min_dim}, so no factor qualifies and the run trains with AdamW"
+            )
+            settings = OptimizerSettings(name="adamw")
+            optimizer, split = build_optimizer(self.named, cfg.lr, settings)
+        return optimizer, split.summary(), notes
+
+    # --- the step ------------------------------------------------------------------------------
+
+    def step(self) -> StepReport:
+        cfg = self.run.train
+        window, ends_epoch = self.order.next_window()
+        epoch = self.order.epoch
+        batch = [self.train_items[i] for i in window]
+        tokens = sum(e.answer_tokens for e in batch)
+        lr = self._lr()
+        self.optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for example in batch:
+            loss = self.lora.loss([example])
+            if not torch.isfinite(loss):
+                self.optimizer.zero_grad(set_to_none=True)
+                return StepReport(float(loss), 0.0, epoch)
+            share = example.answer_tokens / tokens
+            (loss * share).backward()
+            total += share * float(loss.detach())
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
+        self.optimizer.step()
+        self.scheduler.step()
+        self.updates += 1
+        fields = {"lr": lr, "grad_norm": grad_norm, "tokens": float(tokens)}
+        stop = self._epoch_end(total, ends_epoch, fields)
+        return StepReport(total, 0.0, epoch, fields, stop)
+
+    def _lr(self) -> float:
+        if hasattr(self.optimizer, "schedule_lr"):
+            return self.optimizer.schedule_lr
+        return self.optimizer.param_groups[0]["lr"]
+
+    def _epoch_end(self, loss: float, ends_epoch: bool, fields: dict) -> str:
+        """Add the step to its epoch; at the epoch's end, test the moving average."""
+        self.epoch_sum = [self.epoch_sum[0] + loss, self.epoch_sum[1] + 1]
+        if not ends_epoch:
+            return ""
+        self.epoch_losses.append(self.epoch_sum[0] / self.epoch_sum[1])
+        self.epoch_sum = [0.0, 0]
+        recent = self.epoch_losses[-TARGET_WINDOW:]
+        if len(recent) < TARGET_WINDOW:
+            return ""
+        average = sum(recent) / TARGET_WINDOW
+        fields["loss_ma5"] = average
+        target = self.run.train.target_loss
+        if target and average <= target:
+            return (f"target loss {target:g} reached: the {TARGET_WINDOW}-epoch average is "
+                    f"{average:.4f} at epoch {self.order.epoch}")  # fmt: skip
+        return ""
+
+    # --- validation, samples, files ------------------------------------------------------------
+
+    def validation_loss(self) -> float:
+        return self.lora.validation_loss(self.validation)
+
+    def render_samples(self, folder: Path, step: int) -> None:
+        """No samples during training: generating a plan per demo at every validation costs
+        more than a step; the renders stage plays the best adapter's plans."""
+
+    def write_adapter(self, path: Path, step: int, epoch: int, loss: float | None) -> Path:
+        info = {**self.metadata, "tunesmith.step": str(step), "tunesmith.epoch": str(epoch),
+                "tunesmith.adapter_type": "planner-lora"}  # fmt: skip
+        if loss is not None:
+            info["validation_loss"] = f"{loss:.8g}"
+        trigger, position = self.trigger
+        # The mlx-lm twin first: a PEFT folder (what the loop names) means both are whole.
+        self.lora.save(mlx_folder(path), "mlx-lm", trigger, position, info)
+        self.lora.save(Path(path).parent, "peft", trigger, position, info)
+        return Path(path)
+
+    def adapter_files(self, path: Path) -> list[Path]:
+        peft = Path(path).parent
+        # adapter_config.json of the mlx-lm twin shares its name with PEFT's, so the state's
+        # copy of the best adapter holds the PEFT folder and the mlx-lm weights.
+        return [peft / adapter_files.PEFT_WEIGHTS, peft / adapter_files.CONFIG,
+                mlx_folder(path) / adapter_files.MLX_WEIGHTS]  # fmt: skip
+
+    def remove_adapter(self, path: Path) -> None:
+        for folder in (Path(path).parent, mlx_folder(path)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
+        tensors = {**params_state(self.params), **optimizer_tensors,
+                   "rng.order": self.order.generator.get_state()}  # fmt: skip
+        document = {"optimizer": optimizer_document, "order": self.order.state_dict(),
+                    "epoch": self.order.epoch, "updates": self.updates,
+                    "epoch_losses": self.epoch_losses, "epoch_sum": self.epoch_sum}  # fmt: skip
+        return tensors, document
+
+    def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
+        load_params(self.params, tensors)
+        load_optimizer_state(self.optimizer, tensors, document["optimizer"])
+        self.order.load_state_dict(document["order"], tensors["rng.order"])
+        self.updates = document["updates"]
+        self.epoch_losses, self.epoch_sum = document["epoch_losses"], document["epoch_sum"]
+        self.scheduler = self._scheduler(self.updates)
