@@ -117,7 +117,10 @@ class World:
             for path in (self.out / "clips").rglob(pattern):
                 found[str(path.relative_to(self.out))] = _sha(path)
         for path in (self.out / "clips" / "encoded").rglob("*.json"):
-            found[str(path.relative_to(self.out))] = _sha(path)
+            # sidecars name their source file by its full path, as underfit's do: the
+            # world's own folder reads ROOT so that two worlds compare
+            text = path.read_text(encoding="utf-8").replace(str(self.root), "ROOT")
+            found[str(path.relative_to(self.out))] = hashlib.sha256(text.encode()).hexdigest()
         return found
 
     def status(self) -> str:
