@@ -89,6 +89,7 @@ class Family:
     files_check: str = ""  # the name of the asset check of its adapter files
     backends: Mapping[str, frozenset[str]] = MappingProxyType({})  # stage → its backends
     default_for_media: bool = False  # the family a folder of its media trains without a config
+    data_parallel: bool = False  # its torch trainer trains on several processes (train.devices)
     config: ConfigSections  # its run sections
 
     def check_base_model(self, folder: Path) -> None:
