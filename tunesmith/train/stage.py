@@ -4,7 +4,8 @@ A run's folder is `<out>/<dataset>/adapters/<run>-<key>`, where the key covers e
 that determines its training except the step count: the family and stage version, the
 encoded items it trains on (their latents and prompts), the base model's fingerprint, the
 resolved config (less where it trains: `train.devices`, `nodes`, `master_addr`) and the
-placement. Asking for more steps of an unchanged run therefore resumes from its saved state; a finished run (`result-steps=N.json`) is not trained again.
+placement. Asking for more steps of an unchanged run therefore resumes from its saved state;
+a finished run (`result-steps=N.json`) is not trained again.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ base fp16 autocast with a loss scaler, as underfit's "16-mixed" (`optim.py` says
 
 from __future__ import annotations
 
-import math
 import dataclasses
+import math
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -313,7 +313,7 @@ class TorchTrainer(UnderfitTrainer):
         self.replica = None  # DDP over the adapter where the run has several processes
         if distributed.rank_and_world()[1] > 1:
             self.replica = distributed.replicate(
-                {"modules": self.objective.modules}, self.objective.loss
+                {"adapted": self.objective.modules}, self.objective.loss
             )
 
     def step(self) -> StepReport:
