@@ -16,6 +16,8 @@ SHORT = {
     "sdxl_step.py": ["--steps", "2"],
     "muon_step.py": ["--quick"],
     "lokr_step.py": ["--quick"],
+    "ace_step_step.py": ["--steps", "2"],
+    "ddp_scaling.py": ["--quick"],
 }
 
 

@@ -116,4 +116,4 @@ def replicate(modules: dict[str, nn.Module], forward: Callable[..., torch.Tensor
     frozen = [name for name, p in wrapper.named_parameters() if not p.requires_grad]
     frozen += [name for name, _ in wrapper.named_buffers()]
     DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(wrapper, frozen)
-    return DistributedDataParallel(wrapper, broadcast_buffers=False)
+    return DistributedDataParallel(wrapper, forward_sync_buffers=False)
