@@ -50,6 +50,7 @@ class EncodeRequest:
     store: Any  # tunesmith.store.Store
     placement: Any  # tunesmith.backends.placement.Placement
     fingerprint_cache: Path
+    workers: int = 1  # processes to encode on (the compute resource's `encode_workers`)
 
 
 @dataclass(frozen=True)

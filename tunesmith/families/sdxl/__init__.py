@@ -50,7 +50,7 @@ class Sdxl(Family):
 
         r = request
         return build_encoded(r.folder, r.labels, r.base_models, r.out, r.store, r.placement,
-                             r.fingerprint_cache, r.runs[0].train.size)  # fmt: skip
+                             r.fingerprint_cache, r.runs[0].train.size, r.workers)  # fmt: skip
 
     def trainer(self, backend: str) -> type:
         from tunesmith.families.sdxl.trainer import SdxlTrainer
