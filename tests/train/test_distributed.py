@@ -92,10 +92,12 @@ def raw_run(family: str, model: Path, **train) -> dict:
               "checkpoint_every": STEPS, **train}  # fmt: skip
     if family == "sdxl":
         return {"name": "r", "family": "sdxl", "base_model": str(model), "trigger": "rng",
-                "train": {"size": 64, **common}, "demos": []}  # fmt: skip
+                "train": {"size": 64, **common},
+                "demos": [{"prompt": "rng, a disc", "steps": 1}]}  # fmt: skip
     return {"name": "r", "family": "stable-audio-3", "base_model": str(model), "trigger": "zq",
             "adapter": {"type": "dora-rows", "rank": 4},
-            "train": {"latent_crop_length": 48, **common}}  # fmt: skip
+            "train": {"latent_crop_length": 48, **common},
+            "demos": [{"prompt": "zq, a loop", "steps": 1, "duration": 0.5}]}  # fmt: skip
 
 
 def extras(raw: dict, model: Path, items: pd.DataFrame, run_dir: Path) -> dict:
