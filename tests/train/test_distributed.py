@@ -219,8 +219,8 @@ def test_the_launch_keys_are_checked(tiny_sa3, tmp_path):
     assert "train.nodes > 1 needs train.master_addr" in problem(nodes=2)
     assert "train.batch_size (2) must be at least" in problem(devices=4)
     assert "master_addr must be host or host:port" in problem(nodes=2, master_addr="h:x")
-    raw = {"name": "a", "family": "ace-step", "train": {"devices": 2}}
-    with pytest.raises(ConfigError, match="trains on one process only"):
+    raw = {"name": "a", "family": "ace-step", "train": {"devices": 8}}
+    with pytest.raises(ConfigError, match=r"train.accumulation \(4\) must be at least"):
         resolve_run(raw, Path("tunesmith.toml"), 0)
     ok = resolve_run(raw_run("sdxl", tiny_sa3, devices=2, nodes=2, master_addr="h:29400",
                              batch_size=4),

@@ -91,6 +91,7 @@ class Family:
     backends: Mapping[str, frozenset[str]] = MappingProxyType({})  # stage → its backends
     default_for_media: bool = False  # the family a folder of its media trains without a config
     data_parallel: bool = False  # its torch trainer trains on several processes (train.devices)
+    shared_batch: str = "batch_size"  # the train key counting the items a step's ranks share
     config: ConfigSections  # its run sections
 
     def check_base_model(self, folder: Path) -> None:

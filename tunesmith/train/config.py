@@ -255,17 +255,18 @@ def _launch_problems(run: RunConfig) -> list[str]:
         problems.append("train.nodes > 1 needs train.master_addr: the host of the node of rank 0")
     elif t.master_addr.count(":") == 1 and not t.master_addr.split(":")[1].isdigit():
         problems.append(f"train.master_addr must be host or host:port, got {t.master_addr!r}")
-    world = world_size(t)
+    world, family = world_size(t), families.get(run.family)
     if world > 1:
-        if not families.get(run.family).data_parallel:
+        shared = getattr(t, family.shared_batch, None)  # the items a step's ranks share
+        if not family.data_parallel:
             problems.append(
                 f"the {run.family} family trains on one process only: train.devices and "
                 f"train.nodes must be 1, got {t.devices} and {t.nodes}"
             )
-        elif isinstance(t.batch_size, int) and t.batch_size < world:
+        elif isinstance(shared, int) and shared < world:
             problems.append(
-                f"train.batch_size ({t.batch_size}) must be at least train.devices × train.nodes "
-                f"({world}): every process takes a share of each batch"
+                f"train.{family.shared_batch} ({shared}) must be at least train.devices × "
+                f"train.nodes ({world}): every process takes a share of each step's items"
             )
     return problems
 

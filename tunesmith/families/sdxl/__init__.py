@@ -26,7 +26,7 @@ class Sdxl(Family):
     name, title, media = "sdxl", "SDXL", "image"
     default_base_model = "sdxl"
     default_for_media = True
-    data_parallel = True  # on torch (DistributedDataParallel); MLX trains on one process
+    data_parallel = True  # DistributedDataParallel over the adapter (trainer.py)
     item_keys = ("path", "entry", "caption_entry")  # its posterior and its caption's encoding
     config = ConfigSections(
         settings.SdxlAdapter, settings.SdxlTrain, settings.SdxlDemo, check=settings.problems
