@@ -93,7 +93,7 @@ def train(
     run_dir: Path,
     log: Callable[[str], None] = print,
     progress: TextIO | None = None,
-) -> TrainResult:
+) -> TrainResult | None:
     """Train to `trainer.steps` where the trainer sets it, else `trainer.run.train.steps`,
     resuming from `run_dir/state` when it can; a step whose report says `stop` ends it early.
 
