@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/lokr_step.py
 	$(BIN)/python bench/ace_step_step.py
 	$(BIN)/python bench/planner_step.py
+	$(BIN)/python bench/ddp_scaling.py
 
 clean:
 	rm -rf data/out data/store data/dagster_home

@@ -49,6 +49,7 @@ def encoded(
             store=store,
             placement=placement,
             fingerprint_cache=roots.store / "fingerprints.json",
+            workers=compute.encode_workers,
         )
         built = family.encode(request)
         frames.append(built.frame.assign(family=family.name))

@@ -66,6 +66,13 @@ class ComputeResource(dg.ConfigurableResource):
         "0: one a core. A property of the machine, not of a dataset, so it lives here.",
     )
 
+    encode_workers: int = Field(
+        default=1,
+        description="Processes the `encoded` stage shares a family's items over, each loading "
+        "the encoders (on CUDA, one GPU each in turn); the entries are the same bytes as with "
+        "one. Families that encode on one process only (Stable Audio 3, ACE-Step) ignore it.",
+    )
+
     def pool_size(self) -> int:
         """`workers`, with 0 read as this machine's core count."""
         from tunesmith.dataset.workers import pool_size

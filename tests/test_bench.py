@@ -18,6 +18,7 @@ SHORT = {
     "lokr_step.py": ["--quick"],
     "ace_step_step.py": ["--steps", "2"],
     "planner_step.py": ["--steps", "2"],
+    "ddp_scaling.py": ["--quick"],
 }
 
 

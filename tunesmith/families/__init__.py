@@ -55,6 +55,7 @@ class EncodeRequest:
     store: Any  # tunesmith.store.Store
     placement: Any  # tunesmith.backends.placement.Placement
     fingerprint_cache: Path
+    workers: int = 1  # processes to encode on (the compute resource's `encode_workers`)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,8 @@ class Family:
     files_check: str = ""  # the name of the asset check of its adapter files
     backends: Mapping[str, frozenset[str]] = MappingProxyType({})  # stage → its backends
     default_for_media: bool = False  # the family a folder of its media trains without a config
+    data_parallel: bool = False  # its torch trainer trains on several processes (train.devices)
+    shared_batch: str = "batch_size"  # the train key counting the items a step's ranks share
     config: ConfigSections  # its run sections
 
     def check_base_model(self, folder: Path) -> None:

@@ -60,6 +60,12 @@ class TrainConfig:
     eval_every: int = 100  # validation (and samples) cadence
     holdout: int | None = None  # None: a tenth of the items, 1 to 4 (tunesmith.train.holdout)
     cap: float | None = None  # GB the run may use; None: three quarters of the machine's
+    # Data-parallel training (docs/deploy.md, "Several GPUs"): processes per machine and
+    # machines, passed to torchrun; rank 0's machine where there are several. Where the run
+    # trains, not what: left out of the run's key and of the lineage in its files.
+    devices: int = 1
+    nodes: int = 1
+    master_addr: str = ""  # host or host:port (port 29500 when not given)
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,19 @@ class RunConfig:
 
 
 RUN_KEYS = {f.name for f in fields(RunConfig)}
+LAUNCH_KEYS = ("devices", "nodes", "master_addr")  # train keys that say where, not what
+
+
+def world_size(train) -> int:
+    """The training processes of a run: `train.devices` × `train.nodes`."""
+    return train.devices * train.nodes
+
+
+def computed(run: RunConfig) -> dict[str, Any]:
+    """The run as a dict without the launch keys: what determines the numbers it trains."""
+    raw = asdict(run)
+    raw["train"] = {k: v for k, v in raw["train"].items() if k not in LAUNCH_KEYS}
+    return raw
 
 
 def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
@@ -214,9 +233,42 @@ def validate(run: RunConfig, where: str) -> None:
         problems.append(f"train.cap must be a number of gigabytes > 0, got {t.cap!r}")
     if t.holdout is not None and t.holdout < 0:
         problems.append(f"train.holdout must be ≥ 0, got {t.holdout!r}")
+    problems += _launch_problems(run)
     problems += families.get(run.family).config.problems(run)
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))
+
+
+def _launch_problems(run: RunConfig) -> list[str]:
+    from tunesmith import families
+
+    t, problems = run.train, []
+    for key in ("devices", "nodes"):
+        value = getattr(t, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"train.{key} must be an integer ≥ 1, got {value!r}")
+    if problems:
+        return problems
+    if not isinstance(t.master_addr, str):
+        problems.append(f"train.master_addr must be a host name, got {t.master_addr!r}")
+    elif t.nodes > 1 and not t.master_addr:
+        problems.append("train.nodes > 1 needs train.master_addr: the host of the node of rank 0")
+    elif t.master_addr.count(":") == 1 and not t.master_addr.split(":")[1].isdigit():
+        problems.append(f"train.master_addr must be host or host:port, got {t.master_addr!r}")
+    world, family = world_size(t), families.get(run.family)
+    if world > 1:
+        shared = getattr(t, family.shared_batch, None)  # the items a step's ranks share
+        if not family.data_parallel:
+            problems.append(
+                f"the {run.family} family trains on one process only: train.devices and "
+                f"train.nodes must be 1, got {t.devices} and {t.nodes}"
+            )
+        elif isinstance(shared, int) and shared < world:
+            problems.append(
+                f"train.{family.shared_batch} ({shared}) must be at least train.devices × "
+                f"train.nodes ({world}): every process takes a share of each step's items"
+            )
+    return problems
 
 
 def base_model_folder(run: RunConfig, models_root: Path) -> Path:

@@ -12,6 +12,10 @@ an output deleted since is written again from that state.
 
 What a step draws and how it updates is the trainer's (`tunesmith.train.trainer`); nothing
 here knows a family.
+
+On several processes (`tunesmith.train.distributed`) every rank runs the steps; rank 0
+alone measures validation, renders samples, writes adapter files, events, progress and the
+state. A state records the number of processes that trained it, and resumes only with as many.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from tunesmith.train import distributed
 from tunesmith.train.history import History
 from tunesmith.train.memory import MemoryCap
 from tunesmith.train.state import best_copy, latest_state, load_state, save_state
@@ -41,10 +46,13 @@ class _Run:
         self.history: list[dict[str, Any]] = []
         self.best: dict[str, Any] = {}
         self.checkpoints: list[str] = []
+        world = distributed.rank_and_world()[1]
+        # One process: the identity as before (its states resume as they did).
+        self.identity = {**trainer.identity, **({"world_size": world} if world > 1 else {})}
 
     def document(self) -> dict[str, Any]:
         return {"step": self.step, "history": self.history, "best": self.best,
-                "checkpoints": self.checkpoints, "identity": self.trainer.identity}  # fmt: skip
+                "checkpoints": self.checkpoints, "identity": self.identity}  # fmt: skip
 
     def measure(self, log: Callable[[str], None]) -> float:
         loss = self.trainer.validation_loss()
@@ -85,31 +93,36 @@ def train(
     run_dir: Path,
     log: Callable[[str], None] = print,
     progress: TextIO | None = None,
-) -> TrainResult:
+) -> TrainResult | None:
     """Train to `trainer.steps` where the trainer sets it, else `trainer.run.train.steps`,
     resuming from `run_dir/state` when it can; a step whose report says `stop` ends it early.
 
     `log` gets one line per validation; `progress` (default stdout) gets the progress bar.
+    On a rank other than 0 of several processes: the steps only, and None.
     """
     cfg, name = trainer.run.train, trainer.run.name
     steps = getattr(trainer, "steps", None) or cfg.steps
     start_time = time.perf_counter()
+    rank, world = distributed.rank_and_world()
+    main = rank == 0
+    if not main:
+        log, progress = _quiet, None
     run = _Run(trainer, run_dir)
     if getattr(trainer, "start_note", ""):
         log(f"{name}: {trainer.start_note}")
     saved = latest_state(run_dir / "state", steps)
     if saved is not None:
-        _resume(run, saved)
+        _resume(run, saved, rewrite=main)
         log(f"resuming {name} from step {run.step} ({saved})")
-    else:
+    elif main:
         base = run.measure(log)
         log(f"{name}: base model validation loss {base:.6f} ({trainer.validation_note})")
     resumed_from = run.step if saved is not None else None
 
-    events = History(run_dir, run.step)
+    events = History(run_dir, run.step) if main else _NoEvents()
     cap = MemoryCap(cfg.cap, trainer.device)  # ends the run past it
     trained, train_seconds, stopped = 0, 0.0, ""
-    bar = _bar(run.step, run.epoch, progress or sys.stdout)
+    bar = _bar(run.step, run.epoch, progress or sys.stdout, disable=not main)
     try:
         while run.step < steps:
             tick = time.perf_counter()
@@ -122,7 +135,7 @@ def train(
                 )
             if report.epoch != run.epoch:
                 bar.close()
-                bar = _bar(run.step, report.epoch, progress or sys.stdout)
+                bar = _bar(run.step, report.epoch, progress or sys.stdout, disable=not main)
             run.step, run.epoch = run.step + 1, report.epoch
             trained += 1
             train_seconds += time.perf_counter() - tick
@@ -131,12 +144,14 @@ def train(
             bar.update(1)
             events.step(run.step, report.t, report.loss, **report.fields)
             over = cap.passed()
+            if world > 1 and distributed.any_rank(bool(over), _flag_device(trainer)) and not over:
+                over = "another rank passed its memory cap"  # every rank stops at one step
             end = run.step == steps or over or report.stop
-            if run.step % cfg.eval_every == 0 or end:
+            if main and (run.step % cfg.eval_every == 0 or end):
                 measured = run.measure(log)
                 events.event("validation", step=run.step, loss=measured)
                 log(f"{name}: step {run.step} validation loss {measured:.6f}")
-            if run.step % cfg.checkpoint_every == 0 or end:
+            if main and (run.step % cfg.checkpoint_every == 0 or end):
                 run.checkpoint(events)
             if over or report.stop:
                 why = f"{over} (train.cap)" if over else report.stop
@@ -148,6 +163,8 @@ def train(
         bar.close()
         events.close()
 
+    if not main:
+        return None
     last_path = _last(run)
     return TrainResult(
         steps=run.step,
@@ -167,12 +184,14 @@ def train(
     )
 
 
-def _resume(run: _Run, saved: Path) -> None:
-    tensors, document = load_state(saved, run.trainer.identity)
+def _resume(run: _Run, saved: Path, rewrite: bool = True) -> None:
+    tensors, document = load_state(saved, run.identity)
     run.trainer.load_state(tensors, document["trainer"])
     run.step, run.history = document["step"], document["history"]
     run.best, run.checkpoints = document["best"], document["checkpoints"]
     run.epoch = document["trainer"].get("epoch", 0)
+    if not rewrite:  # a rank other than 0: rank 0 writes the files
+        return
     # A best adapter deleted since: written again from the state's copy of its files.
     for path in run.trainer.adapter_files(Path(run.best["path"])):
         copy = best_copy(saved, path.name)
@@ -205,6 +224,29 @@ def _shown(key: str, value: float) -> str:
     return f"{value:.3e}" if key == "lr" else f"{value:.6f}"
 
 
-def _bar(step: int, epoch: int, stream: TextIO) -> tqdm:
+def _bar(step: int, epoch: int, stream: TextIO, disable: bool = False) -> tqdm:
     # underfit's progress output: one bar per epoch, redrawn every step.
-    return tqdm(desc=f"Step {step}, Epoch {epoch}", mininterval=0, miniters=1, file=stream)
+    return tqdm(desc=f"Step {step}, Epoch {epoch}", mininterval=0, miniters=1, file=stream,
+                disable=disable)  # fmt: skip
+
+
+def _quiet(line: str) -> None:
+    """The log of a rank other than 0: its lines are rank 0's to say."""
+
+
+class _NoEvents:
+    """The events of a rank other than 0: rank 0 writes them."""
+
+    def step(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def event(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _flag_device(trainer: Trainer) -> str:
+    """Where a collective's tensor lives: the rank's CUDA device under NCCL, else the CPU."""
+    device = str(trainer.device)
+    return device if device.startswith("cuda") else "cpu"

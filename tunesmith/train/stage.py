@@ -3,14 +3,15 @@
 A run's folder is `<out>/<dataset>/adapters/<run>-<key>`, where the key covers everything
 that determines its training except the step count: the family and stage version, the
 encoded items it trains on (their latents and prompts), the base model's fingerprint, the
-resolved config and the placement. Asking for more steps of an unchanged run therefore
-resumes from its saved state; a finished run (`result-steps=N.json`) is not trained again.
+resolved config (less where it trains: `train.devices`, `nodes`, `master_addr`) and the
+placement. Asking for more steps of an unchanged run therefore resumes from its saved state;
+a finished run (`result-steps=N.json`) is not trained again.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from tunesmith import families
 from tunesmith.backends.placement import Placement
 from tunesmith.store import content_key
 from tunesmith.store.fingerprints import model_fingerprint
-from tunesmith.train.config import RunConfig
+from tunesmith.train.config import RunConfig, computed
 
 STAGE_VERSION = 1
 
@@ -52,7 +53,7 @@ class RunPlan:
             "tunesmith.version": tunesmith.__version__,
             "tunesmith.dataset_manifest": manifest_version,
             "tunesmith.base_model_fingerprint": self.base_fingerprint,
-            "tunesmith.training_config": json.dumps(asdict(self.run), sort_keys=True),
+            "tunesmith.training_config": json.dumps(computed(self.run), sort_keys=True),
             "tunesmith.run_key": self.key,
         }
 
@@ -83,7 +84,7 @@ def plan(
         stage="adapters",
         version=STAGE_VERSION,
         family=run.family,
-        run=asdict(without_steps),
+        run=computed(without_steps),
         items=[
             [r[k] for k in families.get(run.family).item_keys] for r in items.to_dict("records")
         ],

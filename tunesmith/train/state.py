@@ -7,7 +7,9 @@ Beside them the state keeps a copy of the best adapter's files as written, so a 
 output can be written again without training.
 
 Resuming checks that the state belongs to the same base model and adapter: a state of
-another base model, adapter type, rank, alpha or target set is refused, saying which.
+another base model, adapter type, rank, alpha or target set is refused, saying which. A state
+trained on several processes (`world_size` in its identity; one where it has none) resumes
+only on as many: each holds the draws of a global batch split over that many ranks.
 
 The helpers at the end turn a torch optimizer's and a generator's state into tensors and
 JSON and back, for the torch trainers.
@@ -78,6 +80,13 @@ def load_state(path: Path, identity: dict[str, Any]) -> tuple[dict[str, torch.Te
                 f"{path}: cannot resume: the saved run has {key} {saved.get(key)!r}, "
                 f"this run has {identity.get(key)!r}"
             )
+    saved_world, world = saved.get("world_size", 1), identity.get("world_size", 1)
+    if saved_world != world:
+        raise ResumeError(
+            f"{path}: cannot resume: the saved run was trained on {saved_world} process(es), "
+            f"this run has {world} (train.devices × train.nodes); resume with "
+            f"{saved_world}, or remove {path.parent} to start this run over"
+        )
     return load_file(path / "state.safetensors"), document
 
 

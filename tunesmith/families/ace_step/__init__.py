@@ -34,6 +34,8 @@ class AceStep(Family):
     # A run's texts are its own (trigger, genre ratio), so its rows name it; the entries are
     # content keys: a caption edit changes `caption_entry`, new audio changes `entry`.
     item_keys = ("run", "path", "entry", "caption_entry", "lyrics_entry")
+    data_parallel = True  # the crops of a window shared over the ranks (trainer.py)
+    shared_batch = "accumulation"
     config = ConfigSections(
         settings.AceStepAdapter,
         settings.AceStepTrain,

@@ -13,10 +13,18 @@ Random sources, each seeded from the run's seed and saved with the state: the tr
 generator (crops, levels, dropout, noise), the order generator (the passes) and the adapters'
 initial factors (drawn once under the seed, then part of the state). Validation and samples
 draw from none of them.
+
+On several processes (`train.devices`, `tunesmith.train.distributed`) every rank draws the
+whole window as above and runs crops `rank::world` of it, each scaled by w_i / k × world;
+DDP over the DiT's adapter sums the gradients over the ranks at each rank's last crop (the
+others under `no_sync`), and the window's loss is the sum of the ranks' parts. A rank with no
+crop of a short window runs the window's first crop at weight 0, so every rank joins the
+all-reduce.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -30,6 +38,7 @@ from tunesmith.families.ace_step.model import SAMPLE_RATE, load_pipeline
 from tunesmith.families.ace_step.sample import DTYPES, render_demo
 from tunesmith.media.writers import wav_bytes
 from tunesmith.store.atomic import atomic_write_bytes
+from tunesmith.train import distributed
 from tunesmith.train.config import ConfigError
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.optimizers import OptimizerError, OptimizerSettings, build_optimizer
@@ -54,6 +63,8 @@ def target_modules(transformer, attention: str, target_mlp: bool) -> list[str]:
 
 class AceStepTrainer:
     """One ACE-Step run on PyTorch (module docstring)."""
+
+    data_parallel = True
 
     def __init__(self, run, base_model: Path, encoded, run_dir: Path, placement, metadata) -> None:
         cfg = run.train
@@ -93,6 +104,9 @@ class AceStepTrainer:
             "alpha": run.adapter.scale_alpha,
             "targets": self.targets,
         }
+        self.replica = None
+        if distributed.rank_and_world()[1] > 1:
+            self.replica = distributed.replicate({"dit": self.transformer}, self._crop_loss)
 
     # --- setup ---------------------------------------------------------------------------------
 
@@ -160,6 +174,8 @@ class AceStepTrainer:
         w = objective.weights(t, cfg.loss_weighting, cfg.snr_gamma, cfg.t_bias)
         lr = self._lr()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.replica is not None:
+            return self._shared_step(crops, w, t, epoch, ends_epoch, lr)
         total = raw = 0.0
         for crop, weight in zip(crops, w.tolist(), strict=True):
             loss = self._crop_loss(crop)
@@ -170,6 +186,34 @@ class AceStepTrainer:
             (loss * share).backward()
             value = float(loss.detach())
             total, raw = total + share * value, raw + value / len(crops)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
+        self.optimizer.step()
+        self.scheduler.step()
+        self.updates += 1
+        fields = {"lr": lr, "grad_norm": grad_norm, "raw_loss": raw}
+        stop = self._epoch_end(total, ends_epoch, fields)
+        return StepReport(total, float(t.mean()), epoch, fields, stop)
+
+    def _shared_step(self, crops, w, t, epoch: int, ends_epoch: bool, lr: float) -> StepReport:
+        """`step` on one rank of several: this rank's crops of the window through DDP."""
+        cfg, (rank, world) = self.run.train, distributed.rank_and_world()
+        k = len(crops)
+        mine = [(c, wi / k, 1) for c, wi in zip(crops, w.tolist(), strict=True)][rank::world]
+        mine = mine or [(crops[0], 0.0, 0)]  # a short window: a crop at weight 0 joins the sum
+        parts = torch.zeros(2, dtype=torch.float64)  # Σ w_i/k·loss_i and Σ loss_i/k, here
+        for index, (crop, share, counted) in enumerate(mine):
+            last = index == len(mine) - 1
+            with contextlib.nullcontext() if last else self.replica.no_sync():
+                loss = self.replica(crop)
+                (loss * (share * world)).backward()  # DDP divides the sum by the world size
+            value = float(loss.detach()) * counted
+            parts += torch.tensor([share * value, value / k], dtype=torch.float64)
+        parts = parts.to(self.device if str(self.device).startswith("cuda") else "cpu")
+        torch.distributed.all_reduce(parts)
+        total, raw = float(parts[0]), float(parts[1])
+        if not math.isfinite(total):  # the same on every rank: nothing is updated
+            self.optimizer.zero_grad(set_to_none=True)
+            return StepReport(total, float(t.mean()), epoch)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
         self.optimizer.step()
         self.scheduler.step()

@@ -26,6 +26,7 @@ class Sdxl(Family):
     name, title, media = "sdxl", "SDXL", "image"
     default_base_model = "sdxl"
     default_for_media = True
+    data_parallel = True  # DistributedDataParallel over the adapter (trainer.py)
     item_keys = ("path", "entry", "caption_entry")  # its posterior and its caption's encoding
     config = ConfigSections(
         settings.SdxlAdapter, settings.SdxlTrain, settings.SdxlDemo, check=settings.problems
@@ -49,7 +50,7 @@ class Sdxl(Family):
 
         r = request
         return build_encoded(r.folder, r.labels, r.base_models, r.out, r.store, r.placement,
-                             r.fingerprint_cache, r.runs[0].train.size)  # fmt: skip
+                             r.fingerprint_cache, r.runs[0].train.size, r.workers)  # fmt: skip
 
     def trainer(self, backend: str) -> type:
         from tunesmith.families.sdxl.trainer import SdxlTrainer

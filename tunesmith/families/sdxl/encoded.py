@@ -21,6 +21,12 @@ Each picture and caption is encoded alone, never batched with whatever else happ
 missing: a batch's matmuls round differently from a single item's, and an entry's bytes must
 depend on its key only. The model is loaded (without the UNet) only when something is missing.
 
+With `workers` > 1 (the compute resource's `encode_workers`) the pictures are shared out
+`i::workers` over that many processes, each loading the encoders and writing its pictures'
+and captions into the store (whose writes are atomic: two processes encoding one caption
+publish one entry); the stage's own pass then reads them all as cached. The bytes are one
+process's: every entry is encoded alone, so which process encodes it changes nothing.
+
 Under `<out>/encoded/<model>-<vae fingerprint[:8]>/` goes `details.json` (scaling factor,
 latent channels, size): what a trainer needs to turn a posterior into a training latent.
 """
@@ -80,8 +86,10 @@ def build_encoded(
     placement: Placement,
     fingerprint_cache: Path,
     size: int = SIZE,
+    workers: int = 1,
 ) -> Encoded:
-    """Encode the pictures and captions of `labels` for every base model folder in `base_models`."""
+    """Encode the pictures and captions of `labels` for every base model folder in
+    `base_models`, on up to `workers` processes."""
     images.check_size(size)  # a wrong size is the run's error, not one picture's
     start = time.perf_counter()
     items = labels[labels["kind"] == "image"].to_dict("records")
@@ -103,15 +111,20 @@ def build_encoded(
                 c, torch.float32, placement.device, skip=("unet",)
             )
         )
+        shared = _in_workers(workers, items, folder, checkpoint, store, placement, size,
+                             vae_fp, text_fp)  # fmt: skip
         for item in items:
             key = picture_key(item["sha256"], vae_fp, size, placement)
             try:
                 built = store.make(key, lambda tmp: _encode_picture(folder, item, pipe, tmp, size))  # noqa: B023
-                counts["computed" if built else "cached"] += 1
+                counts["computed" if built or key in shared else "cached"] += 1
+                shared.discard(key)  # counted once, as one process counts it
             except MediaError as exc:
                 skipped.append(Skipped(item["path"], str(exc)))
                 continue
             caption_key, fresh = cache_caption(pipe, store, text_fp, item["caption"], placement)
+            fresh = fresh or caption_key in shared
+            shared.discard(caption_key)
             counts["captions_computed" if fresh else "captions_cached"] += 1
             keys += [key, caption_key]
             meta = store.read_json(key)
@@ -137,6 +150,44 @@ def build_encoded(
         },
     )
     return Encoded(frame, result, keys)
+
+
+def _in_workers(workers, items, folder, checkpoint, store, placement, size, vae_fp, text_fp):
+    """The store keys built by `workers` processes encoding `items[i::workers]` each; none
+    with one worker, or where every picture is already in the store (a cached rebuild starts
+    no process)."""
+    if workers <= 1 or all(
+        store.has(picture_key(i["sha256"], vae_fp, size, placement)) for i in items
+    ):
+        return set()
+    from tunesmith.dataset.workers import run_all
+
+    tasks = [(items[i::workers], folder, checkpoint, store.root, placement, size, vae_fp,
+              text_fp, i) for i in range(workers)]  # fmt: skip
+    return {key for built in run_all(_encode_share, tasks, workers) for key in built}
+
+
+def _encode_share(task) -> list[str]:
+    """One worker's share: its pictures and their captions into the store; the keys it built.
+    A picture that cannot be read is left to the stage's own pass, which reports it."""
+    items, folder, checkpoint, root, placement, size, vae_fp, text_fp, index = task
+    store, device = Store(root), placement.device
+    if device == "cuda" and torch.cuda.device_count() > 1:  # one GPU a worker, in turn
+        device = f"cuda:{index % torch.cuda.device_count()}"
+    pipe = functools.cache(
+        lambda: model.load_pipeline(checkpoint, torch.float32, device, skip=("unet",))
+    )
+    built = []
+    for item in items:
+        key = picture_key(item["sha256"], vae_fp, size, placement)
+        try:
+            if store.make(key, lambda tmp: _encode_picture(folder, item, pipe, tmp, size)):  # noqa: B023
+                built.append(key)
+        except MediaError:
+            continue
+        caption_key, fresh = cache_caption(pipe, store, text_fp, item["caption"], placement)
+        built += [caption_key] if fresh else []
+    return built
 
 
 def picture_key(sha256: str, vae_fp: str, size: int, placement: Placement) -> str:

@@ -13,12 +13,17 @@ Three random sources, all seeded from the run's seed and saved with the state: t
 generator (the passes), the training generator (t, ε₁, ε) and the adapters' initial A (drawn
 once, then part of the state). Validation and samples draw from none of them. Captions are
 used as written.
+
+On several processes (`train.devices`, `tunesmith.train.distributed`) every rank draws the
+global batch and its t, ε₁ and ε as above, keeps pictures `rank::world`, and DDP over the
+UNet's adapter sums the gradients; rank 0 alone validates and renders.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,7 @@ from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.sample import DTYPES, render_demo
 from tunesmith.families.sdxl.train import Picture, SdxlLora, ValidationSet, pictures_from_frame
 from tunesmith.media.writers import write_png
+from tunesmith.train import distributed
 from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
 from tunesmith.train.trainer import StepReport
 
@@ -110,8 +116,45 @@ class PeftNames:
         return self.folder / f"{self.run}.last.safetensors"
 
 
+def shared_train_step(
+    replica,
+    lora: SdxlLora,
+    optimizer: torch.optim.Optimizer,
+    pictures: list[Picture],
+    generator: torch.Generator,
+    grad_clip: float = 0.0,
+) -> tuple[float, torch.Tensor]:
+    """`train_step` on one rank of several: the global batch's draws, this rank's share of
+    them through `replica` (DDP over the adapter, forward = `squared_error`), the gradients
+    summed over the ranks in backward. Returns the global batch's (loss, t)."""
+    rank, world = distributed.rank_and_world()
+    t, eps1, noise = lora.draw(pictures, generator)  # the one-process draws, on every rank
+    mine = [distributed.share(x, rank, world) for x in (pictures, t, eps1, noise)]
+    optimizer.zero_grad(set_to_none=True)
+    local = replica(*mine)  # Σ squared error over this rank's elements
+    count = eps1.numel()
+    if lora.half:  # the sum into backward, the fp32 gradients divided back (as `backward`)
+        (local * world).backward()
+        for p in lora.parameters():
+            if p.grad is not None:
+                p.grad.div_(count)
+    else:
+        distributed.global_share(local, count, world).backward()
+    loss = distributed.global_sum(local) / count
+    if not lora._checked:
+        lora.check_gradients()
+        lora._checked = True
+    if math.isfinite(loss):  # the same on every rank: the gradients and loss are global
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(lora.parameters(), grad_clip)
+        optimizer.step()
+    return loss, t
+
+
 class SdxlTrainer:
     """One SDXL run on PyTorch: `SdxlLora` on the base model's UNet, AdamW at a constant lr."""
+
+    data_parallel = True  # trains on several processes (tunesmith.train.distributed)
 
     def __init__(self, run, base_model: Path, encoded, run_dir: Path, placement, metadata) -> None:
         cfg = run.train
@@ -135,11 +178,15 @@ class SdxlTrainer:
             "alpha": self.lora.alpha,
             "targets": list(self.lora.named_factors()),
         }
+        self.replica = None
+        if distributed.rank_and_world()[1] > 1:
+            self.replica = distributed.replicate({"unet": self.pipe.unet}, self.lora.squared_error)
 
     def step(self) -> StepReport:
         pictures = [self.train[i] for i in self.order.next_batch()]
-        loss, t = train_step(self.lora, self.optimizer, pictures, self.generator,
-                             self.run.train.grad_clip)  # fmt: skip
+        step = train_step if self.replica is None else partial(shared_train_step, self.replica)
+        loss, t = step(self.lora, self.optimizer, pictures, self.generator,
+                       self.run.train.grad_clip)  # fmt: skip
         return StepReport(loss, t.float().mean().item(), self.order.epoch,
                           {"lr": self.run.train.lr})  # fmt: skip
 

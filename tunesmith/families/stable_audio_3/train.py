@@ -20,7 +20,10 @@ base fp16 autocast with a loss scaler, as underfit's "16-mixed" (`optim.py` says
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -42,6 +45,7 @@ from tunesmith.families.stable_audio_3.files import (
 )
 from tunesmith.families.stable_audio_3.timesteps import FullShift
 from tunesmith.families.stable_audio_3.validation import Validation
+from tunesmith.train import distributed
 from tunesmith.train.config import RunConfig
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.schedules import lr_scheduler
@@ -289,7 +293,11 @@ class UnderfitTrainer:
 
 class TorchTrainer(UnderfitTrainer):
     """Stable Audio 3 on PyTorch: the `Objective`, AdamW and the lr schedule of the run,
-    optional global-norm clipping, a loss scaler over a float16 base (`optim.py`)."""
+    optional global-norm clipping, a loss scaler over a float16 base (`optim.py`). On several
+    processes each rank takes items `rank::world` of the global batch's draws and DDP sums
+    the adapter gradients (`tunesmith.train.distributed`)."""
+
+    data_parallel = True
 
     def __init__(self, run, base_model, encoded, run_dir, placement, metadata) -> None:
         super().__init__(run, base_model, encoded, run_dir, metadata)
@@ -302,13 +310,22 @@ class TorchTrainer(UnderfitTrainer):
         self.scheduler = lr_scheduler(self.optimizer, self.schedule)
         base_dtype = self.objective.pipe.transformer.dtype
         self.scaler = optim.grad_scaler(self.objective.device, base_dtype)  # float16 base only
+        self.replica = None  # DDP over the adapter where the run has several processes
+        if distributed.rank_and_world()[1] > 1:
+            self.replica = distributed.replicate(
+                {"adapted": self.objective.modules}, self.objective.loss
+            )
 
     def step(self) -> StepReport:
         d = self.draws.next()
-        loss = self.objective.loss(d.batch, d.prompts, d.t, d.noise, d.drop).mean()
+        if self.replica is None:
+            loss = self.objective.loss(d.batch, d.prompts, d.t, d.noise, d.drop).mean()
+            value = loss.item()
+        else:
+            loss, value = self._shared_loss(d)
         t_mean = d.t.float().mean().item()
-        if not torch.isfinite(loss):
-            return StepReport(loss.item(), t_mean, self.draws.epoch)
+        if not math.isfinite(value):
+            return StepReport(value, t_mean, self.draws.epoch)
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler is None:
             loss.backward()
@@ -326,7 +343,18 @@ class TorchTrainer(UnderfitTrainer):
         self.scheduler.step()  # every step, as underfit's loop; the lr logged is the next one's
         fields = {"lr": self.optimizer.param_groups[0]["lr"], "grad_norm": grad_norm,
                   "lora_magnitude": magnitude}  # fmt: skip
-        return StepReport(loss.item(), t_mean, self.draws.epoch, fields)
+        return StepReport(value, t_mean, self.draws.epoch, fields)
+
+    def _shared_loss(self, d) -> tuple[torch.Tensor, float]:
+        """On one rank of several: (what this rank backpropagates, the global batch's loss).
+        The draws are the global batch's, the same on every rank; the rank's share of them goes
+        through DDP, whose backward sums the adapter gradients over the ranks."""
+        rank, world = distributed.rank_and_world()
+        mine = partial(distributed.share, rank=rank, world=world)
+        batch = Batch(*(mine(getattr(d.batch, f.name)) for f in dataclasses.fields(Batch)))
+        local = self.replica(batch, mine(d.prompts), mine(d.t), mine(d.noise), mine(d.drop)).sum()
+        count = d.t.shape[0]  # the mean over the global batch's samples
+        return distributed.global_share(local, count, world), distributed.global_sum(local) / count
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         tensors, document = self.draws.state()
