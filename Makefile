@@ -22,8 +22,11 @@ demo: $(STAMP)
 	$(BIN)/tunesmith examples
 	$(BIN)/tunesmith run
 
+# Two test processes, one thread each: the suite is many small single-threaded runs, and the
+# same file always runs in one process (some modules share a cache folder).
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 ui: $(STAMP)
 	$(BIN)/tunesmith ui
