@@ -210,6 +210,10 @@ def encode_clips(
     ratio, config = vae.downsampling_ratio, dict(vae.config)
     chunk = max(1, int(model.CHUNK_SECONDS * config["sampling_rate"]) // ratio) * ratio
     failed: dict[str, str] = {}
+    # Clips of one length come out of the decoder together when the labels' durations order
+    # them, so each length's batch fills and goes before the next starts (a stable sort: the
+    # same missing clips make the same batches).
+    todo = sorted(todo, key=lambda item: item.get("duration") or 0.0)
 
     def decoded() -> Iterator[_Clip]:
         for item in todo:
