@@ -38,6 +38,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/muon_step.py
 	$(BIN)/python bench/lokr_step.py
 	$(BIN)/python bench/ace_step_step.py
+	$(BIN)/python bench/encode_batch.py
+	$(BIN)/python bench/scale.py --sizes 200
 
 clean:
 	rm -rf data/out data/store data/dagster_home

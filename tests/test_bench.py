@@ -16,6 +16,9 @@ SHORT = {
     "sdxl_step.py": ["--steps", "2"],
     "muon_step.py": ["--quick"],
     "lokr_step.py": ["--quick"],
+    "ace_step_step.py": ["--steps", "2"],
+    "encode_batch.py": ["--quick"],
+    "scale.py": ["--quick"],
 }
 
 
