@@ -52,3 +52,9 @@ def test_halving_splits_a_batch_that_runs_out_of_memory():
 def test_the_cpu_budget_is_fixed():
     cpu = Placement("torch", "cpu", "float32", "test")
     assert batches.memory_budget(cpu) == batches.CPU_BUDGET
+
+
+def test_missing_keeps_one_item_per_key_and_only_what_the_store_lacks():
+    items = [("a.png", "k1"), ("copy-of-a.png", "k1"), ("b.png", "k2"), ("c.png", "k3")]
+    todo = batches.missing(items, lambda i: i[1], lambda key: key == "k3")
+    assert todo == [("a.png", "k1"), ("b.png", "k2")]

@@ -114,6 +114,15 @@ def plan(
     return list(stream(items, shape, cost, budget, max_items))
 
 
+def missing(items: Iterable[T], key: Callable[[T], str], has: Callable[[str], bool]) -> list[T]:
+    """The items whose entry (`key`) the store lacks (`has`), one per key: two files with the
+    same bytes are encoded once, and the second finds the first's entry."""
+    first: dict[str, T] = {}
+    for item in items:
+        first.setdefault(key(item), item)
+    return [item for k, item in first.items() if not has(k)]
+
+
 def halving(run: Callable[[list[T]], R], batch: list[T], out_of_memory: type[BaseException]):
     """`run(batch)`, and where it raises `out_of_memory`, the batch's halves, each the same way;
     yields (items, result) pairs in order. One item that does not fit raises."""

@@ -160,3 +160,13 @@ def test_size_not_a_multiple_of_eight_and_a_model_that_is_not_sdxl(dataset, tiny
     encoded = build(dataset, tiny_sa3, store)
     assert encoded.frame.empty and len(encoded.result.skipped) == 4
     assert all("not a usable SDXL checkpoint" in s.reason for s in encoded.result.skipped)
+
+
+def test_two_files_with_the_same_bytes_are_encoded_once(dataset, tiny_sdxl):
+    (dataset / "copy.png").write_bytes((dataset / "disc0.png").read_bytes())
+    (dataset / "copy.txt").write_text("the same discs again")
+    (dataset / "dot.png").unlink()
+    encoded = build(dataset, tiny_sdxl, Store(dataset.parent / "store"))
+    result, frame = encoded.result, encoded.frame.set_index("path")
+    assert (result.computed, result.cached, result.skipped) == (3, 1, [])
+    assert frame.loc["copy.png", "entry"] == frame.loc["disc0.png", "entry"]

@@ -116,9 +116,12 @@ def build_encoded(
             )
         )
         pictures = {i["path"]: picture_key(i["sha256"], vae_fp, size, placement) for i in items}
-        todo = [item for item in items if not store.has(pictures[item["path"]])]
+        todo = batches.missing(items, lambda i: pictures[i["path"]], store.has)  # noqa: B023
         cost = picture_cost(_read_vae_config(checkpoint), size)
         failed = encode_pictures(folder, todo, pictures, pipe, store, size, (cost, placement))
+        reasons = {pictures[path]: reason for path, reason in failed.items()}
+        keyed = ((i["path"], pictures[i["path"]]) for i in items)
+        failed = {path: reasons[key] for path, key in keyed if key in reasons}  # copies fail too
         skipped += [Skipped(path, reason) for path, reason in failed.items()]
         usable = [item for item in items if item["path"] not in failed]
         captions = {c: caption_key(text_fp, c, placement) for c in (i["caption"] for i in usable)}

@@ -120,7 +120,7 @@ def build_encoded(
         )
         target = out / "encoded" / f"{name}-{vae_fp[:8]}"
         entries = {item["path"]: _latents_key(item, vae_fp, placement) for item in items}
-        todo = [item for item in items if not store.has(entries[item["path"]])]
+        todo = batches.missing(items, lambda i: entries[i["path"]], store.has)  # noqa: B023
         failed = encode_clips(folder, todo, entries, pipe, store, placement) if todo else {}
         encoded_now = {item["path"] for item in todo} - set(failed)
         for item in items:
