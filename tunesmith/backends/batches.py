@@ -38,13 +38,14 @@ from tunesmith.backends.placement import Placement
 T = TypeVar("T")
 R = TypeVar("R")
 
-# Past this many items a batch saves under a few percent more call overhead (measured on the
-# tiny VAE at 64 px: 8 items took 0.43 of one-by-one's time, 16 items 0.37), and a larger
+# Past this many items a batch saves little more call overhead (measured on the tiny SDXL VAE
+# at 64 px, one thread: 8 items took 0.45 of one-by-one's time, 16 items 0.38), and a larger
 # batch only delays the first results.
 MAX_ITEMS = 16
-# A CPU batch whose activations outgrow the cache is slower than one item at a time
-# (measured on a 32 MiB L3: the tiny VAE at 256 px, 2 MiB a picture a tensor, ran 2x slower in
-# batches of 8). 16 MiB keeps a batch's working set within common last-level caches.
+# A CPU batch whose activations outgrow the cache is slower than one item at a time (measured
+# on a 32 MiB L3, the tiny SDXL VAE at 256 px, 10 MiB a picture by `picture_cost`: batches of 8
+# took 1.05 of one-by-one's time, of 16 1.8). 16 MiB keeps a batch's working set within common
+# last-level caches.
 CPU_BUDGET = 16 << 20
 ACCELERATOR_SHARE = 0.25
 
