@@ -43,6 +43,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/ace_step_step.py
 	$(BIN)/python bench/planner_step.py
 	$(BIN)/python bench/ddp_scaling.py
+	$(BIN)/python bench/encode_batch.py
+	$(BIN)/python bench/scale.py --sizes 200
 
 clean:
 	rm -rf data/out data/store data/dagster_home

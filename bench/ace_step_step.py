@@ -18,7 +18,8 @@ this thread's CPU time on a CPU with one torch thread; the best of `ROUNDS` inte
 the time ratio (ours / bare, goal ≤ 1.05) and the ratio of the memory each training adds over
 its loaded model (peak RSS on the CPU, peak allocated on CUDA; goal ≤ 1.10).
 
-    .venv/bin/python bench/ace_step_step.py [--steps 20] [--device cpu] [--threads 1]
+    .venv/bin/python bench/ace_step_step.py [--steps 20] [--device cpu] [--dtype float32]
+                                            [--threads 1]
 """
 
 from __future__ import annotations
@@ -94,11 +95,11 @@ def run_config():
     return resolve_run(raw, Path("tunesmith.toml"), 0)  # fmt: skip
 
 
-def ours(folder: Path, work: Path, steps: int, device: str) -> dict:
+def ours(folder: Path, work: Path, steps: int, device: str, dtype: str) -> dict:
     from tunesmith.backends.placement import Placement
     from tunesmith.families.ace_step.trainer import AceStepTrainer
 
-    placement = Placement("torch", device, "float32", "bench")
+    placement = Placement("torch", device, dtype, "bench")
     trainer = AceStepTrainer(run_config(), folder, songs(folder, work), work / "run", placement,
                              LINEAGE)  # fmt: skip
     page_in(trainer.transformer)
@@ -114,14 +115,15 @@ def ours(folder: Path, work: Path, steps: int, device: str) -> dict:
             "targets": len(trainer.targets)}  # fmt: skip
 
 
-def bare(folder: Path, work: Path, steps: int, device: str) -> dict:
+def bare(folder: Path, work: Path, steps: int, device: str, dtype: str) -> dict:
     from diffusers import AceStepPipeline
     from peft import LoraConfig
     from safetensors.torch import load_file
 
     from tunesmith.families.ace_step import encode
 
-    pipe = AceStepPipeline.from_pretrained(folder, use_safetensors=True).to(device)
+    pipe = AceStepPipeline.from_pretrained(folder, use_safetensors=True)
+    pipe = pipe.to(device, getattr(torch, dtype))
     dit, rows = pipe.transformer, songs(folder, work).to_dict("records")
     data = []
     for row in rows:  # each song's conditioning, once
@@ -155,9 +157,11 @@ def bare(folder: Path, work: Path, steps: int, device: str) -> dict:
             noise = torch.randn_like(x0)
             source = silence[:, offset : offset + CROP]
             context = torch.cat([source, torch.ones_like(source)], dim=-1)
-            v = dit(hidden_states=t * noise + (1 - t) * x0, timestep=t, timestep_r=t,
-                    encoder_hidden_states=states, context_latents=context).sample  # fmt: skip
-            loss = torch.nn.functional.mse_loss(v, noise - x0)
+            kind = dit.dtype
+            v = dit(hidden_states=(t * noise + (1 - t) * x0).to(kind), timestep=t.to(kind),
+                    timestep_r=t.to(kind), encoder_hidden_states=states.to(kind),
+                    context_latents=context.to(kind)).sample  # fmt: skip
+            loss = torch.nn.functional.mse_loss(v.float(), (noise - x0).float())
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -173,6 +177,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--threads", type=int, default=1, help="0: torch's default")
     parser.add_argument("--child", choices=["ours", "bare"])
     parser.add_argument("--model", type=Path)
@@ -183,7 +188,7 @@ def main() -> None:
         torch.manual_seed(0)
         fn = ours if args.child == "ours" else bare
         with tempfile.TemporaryDirectory() as work:
-            print(json.dumps(fn(args.model, Path(work), args.steps, args.device)))
+            print(json.dumps(fn(args.model, Path(work), args.steps, args.device, args.dtype)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "model"
@@ -192,7 +197,7 @@ def main() -> None:
         for name in ("bare", "ours") * ROUNDS:  # interleaved: load drifts hit both
             out = subprocess.run(
                 [sys.executable, __file__, "--child", name, "--model", str(folder),
-                 "--steps", str(args.steps), "--device", args.device,
+                 "--steps", str(args.steps), "--device", args.device, "--dtype", args.dtype,
                  "--threads", str(args.threads)],
                 capture_output=True, text=True, check=True, env={**os.environ, **MALLOC},
             )  # fmt: skip
@@ -203,7 +208,7 @@ def main() -> None:
     b, o = results["bare"], results["ours"]
     timer = "thread CPU time" if clock(args.device) is time.thread_time else "wall time"
     print(f"device {args.device} (torch threads {args.threads or torch.get_num_threads()}, "
-          f"{timer}), float32, DiT {DIT} ({size / 1e6:.1f} M parameters), crop {CROP} frames, "
+          f"{timer}), {args.dtype}, DiT {DIT} ({size / 1e6:.1f} M parameters), crop {CROP} frames, "
           f"LoRA rank {RANK} on {o['targets']} layers (bare: {b['targets']}), AdamW")  # fmt: skip
     print(f"bare diffusers + PEFT loop: {b['steps_per_second']:.2f} steps/s, "
           f"+{b['memory'] / 2**20:.1f} MiB")  # fmt: skip

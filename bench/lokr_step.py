@@ -20,7 +20,11 @@ and memory against ours, and for one projection at ACE-Step 1.5's size (2048 x 2
 HOT-Step's crop) the tensors autograd keeps for the backward, beyond the weights and the input,
 in our layer and in PEFT's, with their forward+backward times.
 
-    .venv/bin/python bench/lokr_step.py [--quick] [--steps 10] [--rounds 1]
+    .venv/bin/python bench/lokr_step.py [--quick] [--steps 10] [--rounds 1] [--device cpu]
+                                        [--dtype float32]
+
+`--dtype bfloat16` runs each step under torch.autocast (the factors stay float32); on CUDA the
+steps are timed by wall time after a synchronize. The one projection is always on the CPU.
 """
 
 from __future__ import annotations
@@ -71,40 +75,45 @@ def build(arm: str):
     return dit, params
 
 
-def batch(dit, g: torch.Generator) -> dict:
+def batch(dit, g: torch.Generator, device: str = "cpu") -> dict:
     hidden = dit.config.hidden_size
     return dict(
-        x0=torch.randn(BATCH, FRAMES, 8, generator=g),
-        context_latents=torch.randn(BATCH, FRAMES, 16, generator=g),
-        encoder_hidden_states=torch.randn(BATCH, TEXT, hidden, generator=g),
+        x0=torch.randn(BATCH, FRAMES, 8, generator=g).to(device),
+        context_latents=torch.randn(BATCH, FRAMES, 16, generator=g).to(device),
+        encoder_hidden_states=torch.randn(BATCH, TEXT, hidden, generator=g).to(device),
     )
 
 
 def loss_of(dit, data: dict, g: torch.Generator) -> torch.Tensor:
     """Flow matching on one crop: x_t = t·noise + (1−t)·x0, target noise − x0."""
     x0 = data["x0"]
-    t = torch.rand(BATCH, generator=g)
-    noise = torch.randn(x0.shape, generator=g)
+    t = torch.rand(BATCH, generator=g).to(x0.device)
+    noise = torch.randn(x0.shape, generator=g).to(x0.device)
     xt = t[:, None, None] * noise + (1 - t[:, None, None]) * x0
     prediction = dit(xt, t, t, data["encoder_hidden_states"], data["context_latents"]).sample
     return F.mse_loss(prediction, noise - x0)
 
 
-def child(arm: str, steps: int) -> dict:
+def child(arm: str, steps: int, device: str = "cpu", dtype: str = "float32") -> dict:
     from tunesmith.adapters import torch_lokr
 
     dit, params = build(arm)
+    dit.to(device)
     optimizer = torch.optim.AdamW(params, lr=1e-4)
     g = torch.Generator().manual_seed(1)
-    data = batch(dit, g)
-    now, seconds = clock("cpu"), []
-    with PeakMemory("cpu") as memory:
+    data = batch(dit, g, device)
+    cast = torch.autocast(device, getattr(torch, dtype), enabled=dtype != "float32")
+    now, seconds = clock(device), []
+    with PeakMemory(device) as memory:
         for step in range(WARMUP + steps):
             start = now()
-            loss = loss_of(dit, data, g)
+            with cast:
+                loss = loss_of(dit, data, g)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            if device == "cuda":
+                torch.cuda.synchronize()
             if step >= WARMUP:
                 seconds.append(now() - start)
     out = {"step": statistics.median(seconds), "memory": memory.added, "saved": saved(dit, data)}
@@ -115,7 +124,10 @@ def child(arm: str, steps: int) -> dict:
             for strength, sink in ((1.0, on), (0.0, off)):
                 torch_lokr.set_strength(dit, strength)
                 start = now()
-                loss_of(dit, data, g)
+                with cast:
+                    loss_of(dit, data, g)
+                if device == "cuda":
+                    torch.cuda.synchronize()
                 sink.append(now() - start)
         out["lokr_forward"] = statistics.median(on) - statistics.median(off)
         out["projection"] = one_projection(steps)
@@ -171,18 +183,21 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="4 steps")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--child", choices=ARMS)
     args = parser.parse_args()
     torch.set_num_threads(1)
     steps = 4 if args.quick else args.steps
     if args.child:
-        print(json.dumps(child(args.child, steps)))
+        print(json.dumps(child(args.child, steps, args.device, args.dtype)))
         return
     results: dict[str, dict] = {}
     for _ in range(args.rounds):
         for arm in ARMS:  # interleaved: load drifts hit every arm
             out = subprocess.run(
-                [sys.executable, __file__, "--child", arm, "--steps", str(steps)],
+                [sys.executable, __file__, "--child", arm, "--steps", str(steps),
+                 "--device", args.device, "--dtype", args.dtype],
                 capture_output=True, text=True, check=True, env={**os.environ, **MALLOC},
             )  # fmt: skip
             result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -190,8 +205,9 @@ def main() -> None:
                 results[arm] = result
     lora, lokr, peft_lokr = (results[a] for a in ARMS)
     print(f"DiT {DIT} ({lokr['frozen'] / 1e6:.1f} M parameters), batch {BATCH}, crop {FRAMES} "
-          f"frames ({FRAMES // 2} tokens), {TEXT} condition tokens; one torch thread, thread CPU "
-          f"time, median of {steps} steps, best of {args.rounds} round(s)")  # fmt: skip
+          f"frames ({FRAMES // 2} tokens), {TEXT} condition tokens; {args.device}, {args.dtype}, "
+          f"one torch thread, {'thread CPU' if args.device == 'cpu' else 'wall'} time, median "
+          f"of {steps} steps, best of {args.rounds} round(s)")  # fmt: skip
     print(f"LoKr step / LoRA step: {lokr['step'] / lora['step']:.2f}  (goal ≤ 1.5)")
     print(f"LoKr forward's share of the LoKr step: {lokr['lokr_forward'] / lokr['step']:.1%}")
     print(f"PEFT's LoKr step / ours: {peft_lokr['step'] / lokr['step']:.2f}; memory a step adds "

@@ -19,7 +19,11 @@ Then, per measure, the log-log slope over the sizes: 0 is flat, 1 grows like N. 
 smallest N it also times the analysis of the songs (the labels stage's pool) with 1 and 2
 workers. Absolute seconds on a shared machine are noise; ratios and slopes are what to read.
 
-    .venv/bin/python bench/scale.py [--sizes 50,200,1000] [--json results.json]
+    .venv/bin/python bench/scale.py [--sizes 50,200,1000] [--json results.json] [--quick]
+
+`--quick` (what tests/test_bench.py runs): N = QUICK_N, the pictures' first build only (one
+Dagster run per stage), the analysis pool on QUICK_N songs: it checks that the benchmark runs,
+it measures nothing worth reading.
 """
 
 from __future__ import annotations
@@ -44,17 +48,21 @@ import make_large  # noqa: E402
 
 STAGES = ["manifest", "labels", "encoded", "adapters", "renders", "auditions"]
 DATASETS = ["songs", "pictures"]
+QUICK_N = 2
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="50,200,1000", help="comma-separated values of N")
     parser.add_argument("--json", type=Path, help="also write every measurement here")
+    parser.add_argument("--quick", action="store_true", help="N = 2, one build: check only")
     args = parser.parse_args()
-    sizes = sorted({int(s) for s in args.sizes.split(",")})
+    sizes = [QUICK_N] if args.quick else sorted({int(s) for s in args.sizes.split(",")})
+    if args.quick:
+        DATASETS[:] = ["pictures"]
     with tempfile.TemporaryDirectory(prefix="tunesmith-scale-") as tmp:
         models = make_models(Path(tmp) / "models")
-        results = {n: measure(n, Path(tmp) / f"n{n}", models) for n in sizes}
+        results = {n: measure(n, Path(tmp) / f"n{n}", models, args.quick) for n in sizes}
         workers = analysis_workers(min(sizes), Path(tmp) / "workers")
     report(results, workers)
     if args.json:
@@ -64,14 +72,16 @@ def main() -> None:
 # --- one size --------------------------------------------------------------------------------
 
 
-def measure(n: int, root: Path, models: Path) -> dict:
+def measure(n: int, root: Path, models: Path, quick: bool = False) -> dict:
     cache = make_large.make_large(n, ROOT / "data" / "cache" / f"large-{n}")
     env = roots_env(root, models)
     for name, folder in cache.items():
         link_copy(folder, root / "datasets" / name)
     first = tunesmith_run(env, "first build")
-    rebuild = tunesmith_run(env, "no-change rebuild")
     touched = max(1, round(n / 100))
+    if quick:
+        return {"n": n, "touched": touched, "first": first}
+    rebuild = tunesmith_run(env, "no-change rebuild")
     reference = reference_edit(n, touched, root / "reference", models)
     edit_rebuild_datasets(root / "datasets", n, touched)
     edit = tunesmith_run(env, "1 % edit")
@@ -283,8 +293,13 @@ def report(results: dict[int, dict], workers: dict) -> None:
     sizes = sorted(results)
     for n in sizes:
         r = results[n]
-        print(f"\nN = {n}: {n} clips and {n} pictures; the 1 % edit changes {r['touched']} "
-              f"caption(s) and adds {r['touched']} file(s) per dataset")  # fmt: skip
+        edit = (
+            f"; the 1 % edit changes {r['touched']} caption(s) and adds {r['touched']} "
+            f"file(s) per dataset"
+            if "edit" in r
+            else " (--quick: the pictures' first build)"
+        )
+        print(f"\nN = {n}: {n} clips and {n} pictures{edit}")  # fmt: skip
         print("  first build  " + "".join(f"{d + ' s/item':>17}{'peak MB':>9}{'added':>7}"
                                           for d in DATASETS))  # fmt: skip
         for name in STAGES:
@@ -292,10 +307,13 @@ def report(results: dict[int, dict], workers: dict) -> None:
             print(f"  {name:<12} " + "".join(
                 f"{c['seconds'] / n:>17.4f}{c['peak_mb']:>9.0f}{c['peak_mb'] - c['start_mb']:>7.0f}"
                 for c in cells))  # fmt: skip
-        first, rb, ed, ref = r["first"], r["rebuild"], r["edit"], r["reference"]
+        first = r["first"]
         print(
             f"  first build: {first['wall']:.1f} s (the command; runs {first['run_seconds']:.1f} s)"
         )
+        if "rebuild" not in r:  # --quick
+            continue
+        rb, ed, ref = r["rebuild"], r["edit"], r["reference"]
         print_build("no-change rebuild", rb, first)
         print_build("1 % edit", ed, first)
         print(f"    the same change on datasets of the touched items alone: {ref['wall']:.2f} s; "

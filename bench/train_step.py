@@ -11,7 +11,7 @@ Printed: steps per second of each, the time ratio (ours / bare, goal ≤ 1.05) a
 of the memory each training adds over its loaded model (peak RSS on the CPU, or
 torch.cuda.max_memory_allocated on CUDA; goal ≤ 1.10).
 
-    .venv/bin/python bench/train_step.py [--steps 60] [--device cpu]
+    .venv/bin/python bench/train_step.py [--steps 60] [--device cpu] [--dtype float32]
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def items(n: int = 6):
     ]  # fmt: skip
 
 
-def ours(folder: Path, steps: int, device: str) -> dict:
+def ours(folder: Path, steps: int, device: str, dtype: str) -> dict:
     from tunesmith.backends.placement import Placement
     from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
     from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
@@ -93,7 +93,7 @@ def ours(folder: Path, steps: int, device: str) -> dict:
         TrainConfig(steps=steps, batch_size=BATCH, latent_crop_length=CROP, lr=1e-4,
                     eval_every=10**6, checkpoint_every=10**6),
     )  # fmt: skip
-    placement = Placement("torch", device, "float32", "bench")
+    placement = Placement("torch", device, dtype, "bench")
     with tempfile.TemporaryDirectory() as tmp, open("/dev/null", "w") as sink:
         trainer = TorchTrainer(run, folder, items(), Path(tmp), placement, {})
         with PeakRSS() as memory:
@@ -102,24 +102,27 @@ def ours(folder: Path, steps: int, device: str) -> dict:
             "targets": len(trainer.objective.targets)}  # fmt: skip
 
 
-def bare(folder: Path, steps: int, device: str) -> dict:
+def bare(folder: Path, steps: int, device: str, dtype: str) -> dict:
     from peft import LoraConfig, inject_adapter_in_model
 
     from tunesmith.families.stable_audio_3.model import conditioning, encode_prompts, load_pipeline
 
-    pipe = load_pipeline(folder, torch.float32, device)
+    pipe = load_pipeline(folder, getattr(torch, dtype), device)
     dit = pipe.transformer
     targets = [n for n, m in dit.named_modules() if ".transformer_blocks." in f".{n}"
                and isinstance(m, torch.nn.Linear | torch.nn.Conv1d)]  # fmt: skip
     dit.requires_grad_(False)
     inject_adapter_in_model(LoraConfig(r=RANK, lora_alpha=RANK, target_modules=targets), dit)
     params = [p for p in dit.parameters() if p.requires_grad]
+    for p in params:
+        p.data = p.data.float()  # diffusers' cast_training_params
     optimizer = torch.optim.AdamW(params, lr=1e-4)
     embeds, mask = encode_prompts(pipe, ["zq, Title: s0, Genre: house"] * BATCH)
     seconds = torch.full((BATCH,), 400 * 4096 / 44100)
     with torch.no_grad():
         context, context_mask, global_states = conditioning(pipe, embeds, mask, seconds)
     local = torch.cat([torch.ones(BATCH, 1, CROP), torch.zeros(BATCH, 16, CROP)], 1).to(device)
+    local = local.to(dit.dtype)
     data = torch.randn(BATCH, 16, CROP, device=device)
     elapsed = 0.0
     with PeakRSS() as memory:
@@ -128,8 +131,15 @@ def bare(folder: Path, steps: int, device: str) -> dict:
             t = torch.rand(BATCH, device=device)
             noise = torch.randn_like(data)
             noised = data * (1 - t)[:, None, None] + noise * t[:, None, None]
-            prediction = dit(noised, t, context, global_states, context_mask, local).sample
-            loss = ((prediction - (noise - data)) ** 2).mean()
+            prediction = dit(
+                noised.to(dit.dtype),
+                t.to(dit.dtype),
+                context.to(dit.dtype),
+                global_states.to(dit.dtype),
+                context_mask,
+                local,
+            ).sample
+            loss = ((prediction.float() - (noise - data)) ** 2).mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -149,13 +159,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--child", choices=["ours", "bare"])
     parser.add_argument("--model", type=Path)
     args = parser.parse_args()
     if args.child:
         torch.manual_seed(0)
         fn = ours if args.child == "ours" else bare
-        print(json.dumps(fn(args.model, args.steps, args.device)))
+        print(json.dumps(fn(args.model, args.steps, args.device, args.dtype)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "model"
@@ -164,7 +175,7 @@ def main() -> None:
         for name in ("bare", "ours", "bare", "ours"):  # interleaved: load drifts hit both
             out = subprocess.run(
                 [sys.executable, __file__, "--child", name, "--model", str(folder),
-                 "--steps", str(args.steps), "--device", args.device],
+                 "--steps", str(args.steps), "--device", args.device, "--dtype", args.dtype],
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
             result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -172,7 +183,8 @@ def main() -> None:
             if best is None or result["steps_per_second"] > best["steps_per_second"]:
                 results[name] = result
     b, o = results["bare"], results["ours"]
-    print(f"device {args.device}, DiT {DIT}, batch {BATCH}, crop {CROP}, lora rank {RANK}, "
+    print(f"device {args.device}, {args.dtype}, DiT {DIT}, batch {BATCH}, crop {CROP}, "
+          f"lora rank {RANK}, "
           f"{o['targets']} adapted layers (bare: {b['targets']})")  # fmt: skip
     print(
         f"bare diffusers + PEFT loop: {b['steps_per_second']:.2f} steps/s, "

@@ -19,6 +19,8 @@ SHORT = {
     "ace_step_step.py": ["--steps", "2"],
     "planner_step.py": ["--steps", "2"],
     "ddp_scaling.py": ["--quick"],
+    "encode_batch.py": ["--quick"],
+    "scale.py": ["--quick"],
 }
 
 

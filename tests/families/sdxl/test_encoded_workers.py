@@ -1,5 +1,5 @@
 """The SDXL `encoded` stage on two processes writes the same store entries, byte for byte, and
-the same table as on one; a rebuild finds them all cached and starts no process."""
+the same table as on one (each process forms the batches one process forms); a rebuild finds them all cached and starts no process."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ CPU = Placement("torch", "cpu", "float32", "test")
 
 def test_two_workers_write_what_one_writes(tiny_sdxl, tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the workers' thread count, as this process's
+    # batches of two: five pictures make three batches, dealt to both processes
+    monkeypatch.setattr("tunesmith.backends.batches.MAX_ITEMS", 2)
     folder = tmp_path / "rings"
     make_rings(folder, count=5)
     (folder / "rings_00.txt").write_text("the same caption")  # two pictures share a caption
@@ -31,6 +33,7 @@ def test_two_workers_write_what_one_writes(tiny_sdxl, tmp_path, monkeypatch):
         built[workers] = stage.build_encoded(folder, labels, [tiny_sdxl], out, store, CPU,
                                              tmp_path / "fp.json", 64, workers)  # fmt: skip
     one, two = built[1], built[2]
+    assert [len(s) for s in stage._shares(list(range(5)), 2, 2)] == [3, 2]
     assert two.result.computed == one.result.computed == 5
     assert two.result.extra["captions_computed"] == one.result.extra["captions_computed"] == 4
     assert one.keys == two.keys

@@ -54,3 +54,46 @@ def test_details_are_underfits(pipe):
         "latent_dim": pipe.vae.config.latent_dim,
         "scale": 1.0,
     }
+
+
+def test_the_stage_encodes_clips_of_one_length_in_batches_as_one_at_a_time(
+    tiny_sa3, tmp_path, monkeypatch
+):
+    """Five clips, three of one length and two of others: the stage's latents are each clip's
+    own encoding within the stage's TOLERANCE (relative to the largest latent), the clips of
+    one length went through the VAE in one call, and the rest one by one."""
+    import numpy as np
+
+    from tests.conftest import write_clip
+    from tunesmith.backends.placement import Placement
+    from tunesmith.dataset.labels import build_labels
+    from tunesmith.dataset.manifest import build_manifest
+    from tunesmith.families.stable_audio_3 import encoded as stage
+    from tunesmith.families.stable_audio_3.model import load_pipeline
+    from tunesmith.media.audio import for_model
+    from tunesmith.store import Store
+
+    folder = tmp_path / "songs"
+    lengths = [2.0, 2.0, 1.5, 2.0, 1.0]
+    for i, seconds in enumerate(lengths):
+        write_clip(folder / f"clip{i}.wav", seconds=seconds, bpm=90 + 10 * i, freq=110.0 * (i + 1))
+    store = Store(tmp_path / "store")
+    manifest, _ = build_manifest(folder, tmp_path / "hashes.json")
+    labels = build_labels(folder, manifest, store).frame
+    calls = []
+    original = stage.model.encode_audio_batch
+    monkeypatch.setattr(stage.model, "encode_audio_batch",
+                        lambda vae, x: calls.append(len(x)) or original(vae, x))  # fmt: skip
+    cpu = Placement("torch", "cpu", "float32", "test")
+    built = stage.build_encoded(
+        folder, labels, [tiny_sa3], tmp_path / "out", store, cpu, tmp_path / "fp.json"
+    )
+    assert calls == [3] and built.result.computed == 5
+    vae = load_pipeline(tiny_sa3).vae
+    for row in built.frame.itertuples():
+        audio = for_model(folder / row.path, 44100, vae.downsampling_ratio)
+        alone = encode_audio(vae, audio.samples).numpy()
+        batched = np.load(row.latents)
+        assert batched.shape == alone.shape and batched.dtype == np.float32
+        error = np.abs(batched - alone).max() / np.abs(alone).max()
+        assert error <= stage.TOLERANCE, (row.path, error)

@@ -115,6 +115,15 @@ def encode_audio(vae, samples: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
+def encode_audio_batch(vae, samples: torch.Tensor) -> torch.Tensor:
+    """Latents [B, D, T] (float32, unscaled) of B stereo clips of one length [B, 2, N], N a
+    multiple of the ratio and at most CHUNK_SECONDS (longer clips go through `encode_audio`):
+    one call of the VAE, equal to `encode_audio` of each clip within float rounding."""
+    x = samples.to(device=vae.device, dtype=vae.dtype)
+    return vae.encode(x).latents.float().cpu()
+
+
+@torch.no_grad()
 def encode_prompts(pipe, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """T5Gemma hidden states [B, L, C] and their mask [B, L], as the pipeline makes them."""
     embeds, mask = pipe.encode_prompt(prompts, pipe.text_encoder.device, 1)
