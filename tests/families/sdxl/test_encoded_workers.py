@@ -1,5 +1,6 @@
 """The SDXL `encoded` stage on two processes writes the same store entries, byte for byte, and
-the same table as on one (each process forms the batches one process forms); a rebuild finds them all cached and starts no process."""
+the same table as on one (each process forms the batches one process forms); a rebuild finds
+them all cached and starts no process."""
 
 from __future__ import annotations
 
