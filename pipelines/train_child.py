@@ -171,12 +171,12 @@ def rank_train(extras: dict, placement: Placement, log) -> None:
     items = pd.DataFrame(extras["items"])
     run_dir = Path(extras["run_dir"])
     make = families.get(run.family).trainer(placement.backend)
-    if not getattr(make, "data_parallel", False):
+    trainer = make(run, Path(extras["checkpoint"]), items, run_dir, placement, extras["metadata"])
+    if not getattr(trainer, "data_parallel", False):  # a family may pick its trainer by run
         raise ConfigError(
             f"{run.name}: the {run.family} trainer on {placement.backend} trains on one process; "
             "set train.devices and train.nodes to 1"
         )
-    trainer = make(run, Path(extras["checkpoint"]), items, run_dir, placement, extras["metadata"])
     if not distributed.is_main():
         loop.train(trainer, run_dir)
         return

@@ -29,7 +29,11 @@ def test_a_second_build_with_a_trained_run_of_each_family_computes_nothing(
     try:
         first = materialize(instance, storage, "both")
         assert first["adapters"]["computed"] == 2 and first["renders"]["computed"] == 4
-        assert first["checks"] == {"underfit_contract": True, "sdxl_files": True}
+        assert first["checks"] == {
+            "underfit_contract": True,
+            "sdxl_files": True,
+            "ace_step_files": True,
+        }
         versions = {a.key.to_user_string(): data_version(instance, a.key.to_user_string(), "both")
                     for a in ASSETS}  # fmt: skip
         out = Path(storage.out_root) / "both"
