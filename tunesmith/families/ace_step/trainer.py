@@ -231,28 +231,10 @@ class AceStepTrainer:
                                    crop.t.to(device), conditioning, ctx)[0]  # fmt: skip
 
     def _lr(self) -> float:
-        """The shared schedule's lr of this update (Muon's group runs at a multiple of it)."""
-        if hasattr(self.optimizer, "schedule_lr"):
-            return self.optimizer.schedule_lr
-        return self.optimizer.param_groups[0]["lr"]
+        return schedule_lr(self.optimizer)
 
     def _epoch_end(self, loss: float, ends_epoch: bool, fields: dict) -> str:
-        """Add the step to its epoch; at the epoch's end, test the moving average."""
-        self.epoch_sum = [self.epoch_sum[0] + loss, self.epoch_sum[1] + 1]
-        if not ends_epoch:
-            return ""
-        self.epoch_losses.append(self.epoch_sum[0] / self.epoch_sum[1])
-        self.epoch_sum = [0.0, 0]
-        recent = self.epoch_losses[-TARGET_WINDOW:]
-        if len(recent) < TARGET_WINDOW:
-            return ""
-        average = sum(recent) / TARGET_WINDOW
-        fields["loss_ma5"] = average
-        target = self.run.train.target_loss
-        if target and average <= target:
-            return (f"target loss {target:g} reached: the {TARGET_WINDOW}-epoch average is "
-                    f"{average:.4f} at epoch {self.order.epoch}")  # fmt: skip
-        return ""
+        return epoch_end(self, loss, ends_epoch, fields)
 
     # --- validation, samples, files ------------------------------------------------------------
 
@@ -320,3 +302,31 @@ def _timestep_law(base_model: Path, cfg) -> tuple[float, float]:
     if not (math.isfinite(mu) and math.isfinite(sigma) and sigma > 0):
         raise ConfigError(f"{path}: timestep_mu {mu!r} / timestep_sigma {sigma!r} are not usable")
     return mu, sigma
+
+
+def schedule_lr(optimizer) -> float:
+    """The shared schedule's lr of this update (Muon's group runs at a multiple of it)."""
+    if hasattr(optimizer, "schedule_lr"):
+        return optimizer.schedule_lr
+    return optimizer.param_groups[0]["lr"]
+
+
+def epoch_end(trainer, loss: float, ends_epoch: bool, fields: dict) -> str:
+    """Add the step's loss to the trainer's epoch; at the epoch's end, test the moving average
+    of the last TARGET_WINDOW epochs against `train.target_loss` (both ACE-Step trainers, the
+    DiT's and the planner's, stop so). Returns why the run ends, or ""."""
+    trainer.epoch_sum = [trainer.epoch_sum[0] + loss, trainer.epoch_sum[1] + 1]
+    if not ends_epoch:
+        return ""
+    trainer.epoch_losses.append(trainer.epoch_sum[0] / trainer.epoch_sum[1])
+    trainer.epoch_sum = [0.0, 0]
+    recent = trainer.epoch_losses[-TARGET_WINDOW:]
+    if len(recent) < TARGET_WINDOW:
+        return ""
+    average = sum(recent) / TARGET_WINDOW
+    fields["loss_ma5"] = average
+    target = trainer.run.train.target_loss
+    if target and average <= target:
+        return (f"target loss {target:g} reached: the {TARGET_WINDOW}-epoch average is "
+                f"{average:.4f} at epoch {trainer.order.epoch}")  # fmt: skip
+    return ""

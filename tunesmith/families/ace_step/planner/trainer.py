@@ -42,6 +42,7 @@ from tunesmith.families.ace_step.planner import adapter_files
 from tunesmith.families.ace_step.planner.data import build_example
 from tunesmith.families.ace_step.planner.model import check_codes, load_planner
 from tunesmith.families.ace_step.planner.torch_lm import TorchPlannerLora
+from tunesmith.families.ace_step.trainer import epoch_end, schedule_lr
 from tunesmith.train.config import ConfigError
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.optimizers import OptimizerError, OptimizerSettings, build_optimizer
@@ -49,7 +50,6 @@ from tunesmith.train.schedules import horizon_steps, lr_scheduler, warmup_cosine
 from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
 from tunesmith.train.trainer import StepReport
 
-TARGET_WINDOW = 5  # epochs in the moving average the target loss is tested on (HOT-Step's ma5)
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 MLX_SUFFIX = ".mlx-lm"
 
@@ -252,27 +252,10 @@ class PlannerTrainer:
         return StepReport(total, 0.0, epoch, fields, stop)
 
     def _lr(self) -> float:
-        if hasattr(self.optimizer, "schedule_lr"):
-            return self.optimizer.schedule_lr
-        return self.optimizer.param_groups[0]["lr"]
+        return schedule_lr(self.optimizer)
 
     def _epoch_end(self, loss: float, ends_epoch: bool, fields: dict) -> str:
-        """Add the step to its epoch; at the epoch's end, test the moving average."""
-        self.epoch_sum = [self.epoch_sum[0] + loss, self.epoch_sum[1] + 1]
-        if not ends_epoch:
-            return ""
-        self.epoch_losses.append(self.epoch_sum[0] / self.epoch_sum[1])
-        self.epoch_sum = [0.0, 0]
-        recent = self.epoch_losses[-TARGET_WINDOW:]
-        if len(recent) < TARGET_WINDOW:
-            return ""
-        average = sum(recent) / TARGET_WINDOW
-        fields["loss_ma5"] = average
-        target = self.run.train.target_loss
-        if target and average <= target:
-            return (f"target loss {target:g} reached: the {TARGET_WINDOW}-epoch average is "
-                    f"{average:.4f} at epoch {self.order.epoch}")  # fmt: skip
-        return ""
+        return epoch_end(self, loss, ends_epoch, fields)
 
     # --- validation, samples, files ------------------------------------------------------------
 
