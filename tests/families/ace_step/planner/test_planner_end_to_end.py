@@ -59,6 +59,10 @@ def test_a_planner_run_trains_renders_and_auditions(storage, instance, tiny_ace_
     best = Path(run["best_path"])
     assert best.name == "adapter_model.safetensors"
     assert (best.parent.parent / "plan.mlx-lm" / "adapters.safetensors").is_file()
+    private = [
+        f for f in best.parent.parent.rglob("*") if f.is_file() and f.stat().st_mode & 0o77 == 0
+    ]
+    assert private == [], f"files only their owner can read: {private}"
     sides = {}
     for side in ("base", "adapter"):
         sidecar = json.loads((out / "renders" / "plan" / side / "demo0.json").read_text())

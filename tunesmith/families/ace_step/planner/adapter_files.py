@@ -35,7 +35,9 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+
+from tunesmith.store.tensors import safetensors_bytes
 
 PEFT_WEIGHTS, MLX_WEIGHTS, CONFIG = (
     "adapter_model.safetensors",
@@ -102,7 +104,7 @@ def write_peft(
 
     def write(tmp: Path) -> None:
         config.save_pretrained(tmp)  # PEFT's own adapter_config.json
-        save_file(tensors, tmp / PEFT_WEIGHTS, metadata={"format": "pt", **meta})
+        (tmp / PEFT_WEIGHTS).write_bytes(safetensors_bytes(tensors, {"format": "pt", **meta}))
 
     return _write_folder(Path(folder), write)
 
@@ -138,7 +140,7 @@ def write_mlx_lm(
 
     def write(tmp: Path) -> None:
         save_config(config, tmp / CONFIG)  # mlx-lm's own writer
-        save_file(tensors, tmp / MLX_WEIGHTS, metadata={"format": "mlx", **meta})
+        (tmp / MLX_WEIGHTS).write_bytes(safetensors_bytes(tensors, {"format": "mlx", **meta}))
 
     return _write_folder(Path(folder), write)
 
