@@ -79,32 +79,26 @@ class AceStep(Family):
         said once)."""
         if run.adapter.target != "planner":
             return {}
-        from tunesmith.families.ace_step.planner.model import (
-            check_planner,
-            load_tokenizer,
-            planner_vocab,
-        )
-        from tunesmith.families.ace_step.planner.trainer import (
+        from tunesmith.families.ace_step.planner.inputs import (
+            checked_planner,
             no_codes_message,
             resolve_planner,
             rows_with_codes,
         )
-        from tunesmith.store.fingerprints import model_fingerprint
 
         folder = resolve_planner(run, checkpoint)
-        check_planner(folder)  # its files, each problem named
-        planner_vocab(load_tokenizer(folder), folder)  # a Qwen3 without audio codes is refused
+        fingerprint = checked_planner(folder, fingerprint_cache)
         rows = items.to_dict("records")
         usable, _ = rows_with_codes(rows)
         if not usable:
             raise ValueError(no_codes_message(run.name, len(rows), len(rows)))
-        return {"planner": model_fingerprint(folder, fingerprint_cache)}
+        return {"planner": fingerprint}
 
     def render_inputs(self, run, base_model: Path, fingerprint_cache=None) -> dict:
         """A planner run's base side is the planner's plan: its fingerprint keys the render."""
         if run.adapter.target != "planner":
             return {}
-        from tunesmith.families.ace_step.planner.trainer import resolve_planner
+        from tunesmith.families.ace_step.planner.inputs import resolve_planner
         from tunesmith.store.fingerprints import model_fingerprint
 
         return {"planner": model_fingerprint(resolve_planner(run, base_model), fingerprint_cache)}

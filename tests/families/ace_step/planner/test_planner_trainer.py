@@ -202,3 +202,35 @@ def test_a_missing_or_broken_planner_skips_the_run_naming_the_folder(planner_enc
     pickled = replace(run, adapter=replace(run.adapter, planner=str(broken)))
     with pytest.raises(ValueError, match=f"(?s){broken}.*pickled weights are never loaded"):
         family.plan_inputs(pickled, models / "tiny", frame)
+
+
+def test_a_planner_that_passed_is_not_loaded_again_until_it_changes(planner_encoded, tmp_path):
+    """Every build keys a planner run by its folder: a folder that passed the check with the
+    same fingerprint is not checked again (no transformers import in a no-change build), and a
+    changed vocabulary is checked, and refused, at once."""
+    import subprocess
+    import sys
+
+    from tunesmith import families
+    from tunesmith.families.ace_step.planner.tiny import build_tiny_planner
+
+    frame, models = planner_encoded
+    folder, cache = tmp_path / "planner", tmp_path / "cache" / "fingerprints.json"
+    shutil.copytree(models / "planner", folder)
+    run = planner_run()
+    run = replace(run, adapter=replace(run.adapter, planner=str(folder)))
+    family = families.get("ace-step")
+    first = family.plan_inputs(run, models / "tiny", frame, cache)["planner"]
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from tunesmith.families.ace_step.planner.inputs import checked_planner\n"
+        f"print(checked_planner(Path({str(folder)!r}), Path({str(cache)!r})))\n"
+        "print(sorted(m for m in ('transformers', 'peft') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parents[4]).stdout.split("\n")  # fmt: skip
+    assert out[:2] == [first, "[]"]
+    _, plain = build_tiny_planner(seed=0, codebook_size=0)  # a Qwen3 vocabulary: no code tokens
+    plain.save_pretrained(folder)
+    with pytest.raises(ValueError, match=r"no <\|audio_code_N\|> tokens"):
+        family.plan_inputs(run, models / "tiny", frame, cache)

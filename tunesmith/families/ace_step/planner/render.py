@@ -28,9 +28,10 @@ from tunesmith.families.ace_step.planner.audition import (
     render_codes,
     seconds,
 )
+from tunesmith.families.ace_step.planner.inputs import resolve_planner
 from tunesmith.families.ace_step.planner.model import load_planner
 from tunesmith.families.ace_step.planner.torch_lm import TorchPlannerLora
-from tunesmith.families.ace_step.planner.trainer import DTYPES, resolve_planner
+from tunesmith.families.ace_step.planner.trainer import DTYPES
 from tunesmith.families.ace_step.text import INSTRUMENTAL
 
 

@@ -29,7 +29,6 @@ the trigger and the lineage in their safetensors metadata.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,11 @@ from safetensors.torch import load_file
 from tunesmith.families.ace_step import data as dit_data
 from tunesmith.families.ace_step.planner import adapter_files
 from tunesmith.families.ace_step.planner.data import build_example
+from tunesmith.families.ace_step.planner.inputs import (
+    no_codes_message,
+    resolve_planner,
+    rows_with_codes,
+)
 from tunesmith.families.ace_step.planner.model import check_codes, load_planner
 from tunesmith.families.ace_step.planner.torch_lm import TorchPlannerLora
 from tunesmith.families.ace_step.trainer import epoch_end, schedule_lr
@@ -52,45 +56,6 @@ from tunesmith.train.trainer import StepReport
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 MLX_SUFFIX = ".mlx-lm"
-
-
-def resolve_planner(run, base_model: Path) -> Path:
-    """The run's planner folder: absolute as given; relative, beside the base model folder
-    (`<models>/<planner>`), else inside it (the published ACE-Step 1.5 repository keeps
-    `acestep-5Hz-lm-*` in its checkpoint folder). ValueError naming both places when neither
-    holds it."""
-    given = Path(str(run.adapter.planner)).expanduser()
-    if given.is_absolute():
-        candidates = [given]
-    else:
-        candidates = [Path(base_model).parent / given, Path(base_model) / given]
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    raise ValueError(
-        f"run {run.name!r}: no planner folder {str(given)!r} (looked in "
-        f"{' and '.join(str(c) for c in candidates)}); set adapter.planner to an "
-        "acestep-5Hz-lm-* folder"
-    )
-
-
-def rows_with_codes(rows: list[dict]) -> tuple[list[dict], list[str]]:
-    """(rows whose item has audio codes, one message per row without)."""
-    kept, left = [], []
-    for row in rows:
-        count = row.get("codes")
-        if count is None or (isinstance(count, float) and math.isnan(count)) or int(count) < 1:
-            left.append(row["path"])
-        else:
-            kept.append(row)
-    return kept, left
-
-
-def no_codes_message(run_name: str, count: int, total: int) -> str:
-    return (
-        f"run {run_name}: {count} of {total} items have no audio codes (the base model has no "
-        "audio_tokenizer/ or audio_token_detokenizer/), so the planner cannot train on them"
-    )
 
 
 @dataclass(frozen=True)
