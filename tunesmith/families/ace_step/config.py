@@ -81,6 +81,9 @@ class AceStepTrain(TrainConfig):
     snr_gamma: float = 5.0  # the weights' clamp (Side-Step's snr_gamma)
     t_bias: float = 0.5  # flow_snr's (1 - t)^bias emphasis of low noise (Side-Step)
     cfg_dropout: float = 0.15  # share of crops trained on the null condition (Side-Step)
+    # Planner runs: the share of items an epoch trained on the trigger alone instead of their
+    # captions (HOT-Step's LM caption dropout; kohya's caption_dropout_rate defaults to 0 too).
+    caption_dropout: float = 0.0
     timestep_mu: float | None = None  # None: the model's config, else ACE-Step 1.5's -0.4
     timestep_sigma: float | None = None  # None: the model's config, else ACE-Step 1.5's 1.0
     crop_frames: int = 750  # latent frames a crop (30 s; HOT-Step's measured crop)
@@ -149,6 +152,10 @@ def problems(run) -> list[str]:
                      f"with a LoRA), got {a.type!r}")  # fmt: skip
     if a.target == "planner" and not str(a.planner or "").strip():
         found.append("adapter.planner must name the planner folder (acestep-5Hz-lm-*)")
+    if a.target != "planner" and t.caption_dropout:
+        found.append("train.caption_dropout applies to planner runs (adapter.target = "
+                     "\"planner\"); the DiT learns without its conditioning through "
+                     "train.cfg_dropout")  # fmt: skip
     if a.type not in ADAPTER_TYPES:
         found.append(f"adapter.type must be one of {', '.join(ADAPTER_TYPES)}, got {a.type!r}")
     if a.attention not in ATTENTION:
@@ -196,10 +203,11 @@ def _train_problems(t) -> list[str]:
     if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, int)
                               or not 0 <= ratio <= 100):  # fmt: skip
         found.append(f"train.genre_ratio must be a whole percent from 0 to 100, got {ratio!r}")
-    for key in ("cfg_dropout", "warmup", "lr_floor"):
-        value, top = getattr(t, key), 1.0 if key == "lr_floor" else 0.999999
+    for key in ("cfg_dropout", "caption_dropout", "warmup", "lr_floor"):
+        closed = key in ("lr_floor", "caption_dropout")
+        value, top = getattr(t, key), 1.0 if closed else 0.999999
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= top:
-            interval = "[0, 1]" if key == "lr_floor" else "[0, 1)"
+            interval = "[0, 1]" if closed else "[0, 1)"
             found.append(f"train.{key} must be in {interval}, got {value!r}")
     for key in ("muon_lr_scale", "snr_gamma"):
         if not getattr(t, key) > 0:

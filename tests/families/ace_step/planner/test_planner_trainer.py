@@ -234,3 +234,33 @@ def test_a_planner_that_passed_is_not_loaded_again_until_it_changes(planner_enco
     plain.save_pretrained(folder)
     with pytest.raises(ValueError, match=r"no <\|audio_code_N\|> tokens"):
         family.plan_inputs(run, models / "tiny", frame, cache)
+
+
+def test_caption_dropout_trains_the_drawn_items_on_the_trigger_alone(planner_encoded, tmp_path):
+    """`train.caption_dropout`: in each epoch the items `caption_dropped` draws train on the
+    trigger alone (prompt and metas), the others on their captions; validation keeps them."""
+    from tunesmith.families.ace_step.planner.data import caption_dropped
+    from tunesmith.train.config import ConfigError
+
+    frame, models = planner_encoded
+    trainer = make_trainer(frame, models, tmp_path / "run", planner_run(caption_dropout=0.5))
+    count, seed = len(trainer.train_items), trainer.run.train.seed
+    dropped = []
+    for epoch in range(1, 7):
+        chosen = trainer.window_examples(list(range(count)), epoch)
+        for index, example in enumerate(chosen):
+            full = trainer.train_items[index]
+            assert example.item == full.item
+            drop = caption_dropped(0.5, seed, epoch, index)
+            assert example.caption == ("zqx" if drop else full.caption)
+            if drop:
+                dropped.append((epoch, index))
+                prompt = trainer.tokenizer.decode(example.input_ids[: example.prompt_tokens])
+                assert "zqx" in prompt and full.caption not in prompt
+    assert 0 < len(dropped) < 6 * count
+    assert all("a loop number" in e.caption for e in trainer.validation)
+    plain = make_trainer(frame, models, tmp_path / "plain")
+    assert plain.window_examples(list(range(count)), 1) == plain.train_items
+    with pytest.raises(ConfigError, match="caption_dropout.*planner"):
+        resolve_run({"name": "d", "family": "ace-step", "base_model": "tiny",
+                     "train": {"caption_dropout": 0.1}}, Path("tunesmith.toml"), 0)  # fmt: skip

@@ -69,7 +69,7 @@ class MlxPlannerTrainer(PlannerTrainer):
         cfg = self.run.train
         window, ends_epoch = self.order.next_window()
         epoch = self.order.epoch
-        batch = [self.train_items[i] for i in window]
+        batch = self.window_examples(window, epoch)
         tokens = sum(e.answer_tokens for e in batch)
         lr = self._lr()
         summed, total = None, 0.0

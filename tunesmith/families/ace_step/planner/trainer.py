@@ -3,7 +3,8 @@
 A planner run (`[runs.adapter] target = "planner"`) trains on the audio codes the `encoded`
 stage wrote beside each item's latents: per item, ACE-Step's planner prompt (caption and
 lyrics) and the answer it should write (`<think>` metas, one code token per 0.2 s,
-`<|im_end|>`), the prompt masked (`data.py`). Items without codes (a checkpoint without its
+`<|im_end|>`), the prompt masked (`data.py`); in the epochs `train.caption_dropout` draws for
+it, the same with the trigger alone as its caption (`window_examples`). Items without codes (a checkpoint without its
 audio tokenizer) or with codes outside the planner's codebook are left out, each named once
 in the run's start line.
 
@@ -38,7 +39,7 @@ from safetensors.torch import load_file
 
 from tunesmith.families.ace_step import data as dit_data
 from tunesmith.families.ace_step.planner import adapter_files
-from tunesmith.families.ace_step.planner.data import build_example
+from tunesmith.families.ace_step.planner.data import build_example, caption_dropped
 from tunesmith.families.ace_step.planner.inputs import (
     no_codes_message,
     resolve_planner,
@@ -152,7 +153,7 @@ class PlannerTrainer:
         codes = {row["path"]: load_file(row["latents"])["audio_codes"] for row in usable}
         good, problems = check_codes(codes, self.vocab)
         notes += problems
-        examples = []
+        examples, self.trigger_only = [], {}
         for row in usable:
             if row["path"] not in good:
                 continue
@@ -162,6 +163,11 @@ class PlannerTrainer:
                                     codes[row["path"]], self.context)  # fmt: skip
             notes += list(example.warnings)
             examples.append(example)
+            if self.run.train.caption_dropout:  # the item's epochs without its caption
+                self.trigger_only[row["path"]] = build_example(
+                    self.tokenizer, self.vocab, row["path"], labels, codes[row["path"]],
+                    self.context, self.trigger[0], drop_caption=True,
+                )  # fmt: skip
         if not examples:
             raise ConfigError(f"run {self.run.name}: no item has audio codes the planner can "
                               f"train on ({'; '.join(notes) or 'no items'})")  # fmt: skip
@@ -191,11 +197,22 @@ class PlannerTrainer:
 
     # --- the step ------------------------------------------------------------------------------
 
+    def window_examples(self, window: list[int], epoch: int) -> list:
+        """The window's items as this epoch trains them: on the trigger alone where the seeded
+        caption dropout draws them (`data.caption_dropped`), else with their captions."""
+        cfg = self.run.train
+        return [
+            self.trigger_only[self.train_items[i].item]
+            if caption_dropped(cfg.caption_dropout, cfg.seed, epoch, i)
+            else self.train_items[i]
+            for i in window
+        ]
+
     def step(self) -> StepReport:
         cfg = self.run.train
         window, ends_epoch = self.order.next_window()
         epoch = self.order.epoch
-        batch = [self.train_items[i] for i in window]
+        batch = self.window_examples(window, epoch)
         tokens = sum(e.answer_tokens for e in batch)
         lr = self._lr()
         self.optimizer.zero_grad(set_to_none=True)
