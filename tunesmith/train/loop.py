@@ -194,7 +194,7 @@ def _resume(run: _Run, saved: Path, rewrite: bool = True) -> None:
         return
     # A best adapter deleted since: written again from the state's copy of its files.
     for path in run.trainer.adapter_files(Path(run.best["path"])):
-        copy = best_copy(saved, path.name)
+        copy = best_copy(saved, path)
         if not path.exists() and copy is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(copy, path)

@@ -55,8 +55,9 @@ def save_state(
             (tmp / "state.safetensors").write_bytes(safetensors_bytes(tensors))
             (tmp / "state.json").write_text(json.dumps(document, indent=1), encoding="utf-8")
             for path in best_files:
-                (tmp / BEST).mkdir(exist_ok=True)
-                shutil.copyfile(path, tmp / BEST / path.name)
+                copy = tmp / BEST / _copy_name(path)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, copy)
             shutil.rmtree(final, ignore_errors=True)
             tmp.rename(final)
     for _, old in sorted(_states(folder))[:-KEEP]:
@@ -90,10 +91,19 @@ def load_state(path: Path, identity: dict[str, Any]) -> tuple[dict[str, torch.Te
     return load_file(path / "state.safetensors"), document
 
 
-def best_copy(state: Path, name: str) -> Path | None:
-    """The state's copy of one of the best adapter's files, if it has one."""
-    path = state / BEST / name
-    return path if path.exists() else None
+def best_copy(state: Path, path: Path) -> Path | None:
+    """The state's copy of the best adapter's file `path`, if it has one (a state written
+    before copies were kept by folder holds them by file name alone)."""
+    for copy in (state / BEST / _copy_name(path), state / BEST / path.name):
+        if copy.exists():
+            return copy
+    return None
+
+
+def _copy_name(path: Path) -> str:
+    """Where a state keeps its copy of `path`: under its folder's name, since two files of one
+    adapter may share a name (a PEFT folder's adapter_config.json and its mlx-lm twin's)."""
+    return f"{path.parent.name}/{path.name}"
 
 
 def _states(folder: Path) -> list[tuple[int, Path]]:

@@ -264,3 +264,23 @@ def test_caption_dropout_trains_the_drawn_items_on_the_trigger_alone(planner_enc
     with pytest.raises(ConfigError, match="caption_dropout.*planner"):
         resolve_run({"name": "d", "family": "ace-step", "base_model": "tiny",
                      "train": {"caption_dropout": 0.1}}, Path("tunesmith.toml"), 0)  # fmt: skip
+
+
+def test_a_deleted_best_planner_adapter_comes_back_whole(planner_encoded, tmp_path):
+    """Both folders of the best adapter deleted: the next run writes them again from its state,
+    the mlx-lm twin with its own adapter_config.json (not PEFT's, which has the same name)."""
+    from tunesmith.train import loop
+
+    frame, models = planner_encoded
+    quiet = open("/dev/null", "w")
+    result = loop.train(make_trainer(frame, models, tmp_path, planner_run(steps=4)), tmp_path,
+                        log=lambda _: None, progress=quiet)  # fmt: skip
+    folders = [Path(result.best_path).parent, tmp_path / "plan.mlx-lm"]
+    before = {p: p.read_bytes() for f in folders for p in sorted(f.iterdir())}
+    assert len(before) == 4 and before[folders[0] / "adapter_config.json"] != before[
+        folders[1] / "adapter_config.json"]  # fmt: skip
+    for folder in folders:
+        shutil.rmtree(folder)
+    loop.train(make_trainer(frame, models, tmp_path, planner_run(steps=4)), tmp_path,
+               log=lambda _: None, progress=quiet)  # fmt: skip
+    assert {p: p.read_bytes() for f in folders for p in sorted(f.iterdir())} == before

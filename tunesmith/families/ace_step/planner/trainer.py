@@ -4,9 +4,9 @@ A planner run (`[runs.adapter] target = "planner"`) trains on the audio codes th
 stage wrote beside each item's latents: per item, ACE-Step's planner prompt (caption and
 lyrics) and the answer it should write (`<think>` metas, one code token per 0.2 s,
 `<|im_end|>`), the prompt masked (`data.py`); in the epochs `train.caption_dropout` draws for
-it, the same with the trigger alone as its caption (`window_examples`). Items without codes (a checkpoint without its
-audio tokenizer) or with codes outside the planner's codebook are left out, each named once
-in the run's start line.
+it, the same with the trigger alone as its caption (`window_examples`). Items without codes
+(a checkpoint without its audio tokenizer) or with codes outside the planner's codebook are
+left out, each named once in the run's start line.
 
 Per step (one optimizer update): the next window of the epoch order (`accumulation` items,
 as the DiT trainer's `data.EpochOrder`), forward and backward one item at a time with its
@@ -261,10 +261,9 @@ class PlannerTrainer:
 
     def adapter_files(self, path: Path) -> list[Path]:
         peft = Path(path).parent
-        # adapter_config.json of the mlx-lm twin shares its name with PEFT's, so the state's
-        # copy of the best adapter holds the PEFT folder and the mlx-lm weights.
+        twin = mlx_folder(path)
         return [peft / adapter_files.PEFT_WEIGHTS, peft / adapter_files.CONFIG,
-                mlx_folder(path) / adapter_files.MLX_WEIGHTS]  # fmt: skip
+                twin / adapter_files.MLX_WEIGHTS, twin / adapter_files.CONFIG]  # fmt: skip
 
     def remove_adapter(self, path: Path) -> None:
         for folder in (Path(path).parent, mlx_folder(path)):
