@@ -152,6 +152,9 @@ def problems(run) -> list[str]:
                      f"with a LoRA), got {a.type!r}")  # fmt: skip
     if a.target == "planner" and not str(a.planner or "").strip():
         found.append("adapter.planner must name the planner folder (acestep-5Hz-lm-*)")
+    if a.target != "planner" and a.planner != PLANNER:  # else it would change the run's key
+        found.append(f"adapter.planner names the planner of a planner run (adapter.target = "
+                     f"\"planner\"); a DiT run does not use it, got {a.planner!r}")  # fmt: skip
     if a.target != "planner" and t.caption_dropout:
         found.append("train.caption_dropout applies to planner runs (adapter.target = "
                      "\"planner\"); the DiT learns without its conditioning through "

@@ -64,6 +64,8 @@ def test_a_planner_run_takes_hot_steps_lm_defaults():
     assert (dit.adapter.target, dit.train.accumulation, dit.train.lr) == ("dit", 4, 5e-4)
     with pytest.raises(ValueError, match="adapter.target must be one of dit, planner"):
         resolve_run({**raw, "adapter": {"target": "lm"}}, Path("tunesmith.toml"), 0)
+    with pytest.raises(ValueError, match="a DiT run does not use it, got 'my-lm'"):
+        resolve_run({**raw, "adapter": {"planner": "my-lm"}}, Path("tunesmith.toml"), 0)
 
 
 def test_the_loop_trains_the_planner_and_writes_both_folders(planner_encoded, tmp_path):
