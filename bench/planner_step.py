@@ -15,7 +15,11 @@ in its own process.
 Printed: steps per second of each (one over the median step after `WARMUP` steps, timed by
 this thread's CPU time on a CPU with one torch thread; the best of `ROUNDS` interleaved runs),
 the time ratio (ours / bare) and the ratio of the memory each training adds over its loaded
-model (peak RSS on the CPU, peak allocated on CUDA). Nothing here asserts a timing.
+model (peak RSS on the CPU, peak allocated on CUDA). Then our step on MLX (mlx-lm's Qwen3 and
+LoRA layers, `MlxPlannerTrainer`) against ours on torch, both timed by wall time (MLX's CPU
+backend computes on threads of its own), with the devices named: not a goal on a Linux CPU,
+and the same script on Apple Silicon compares its GPU with torch there. Nothing here asserts
+a timing.
 
     .venv/bin/python bench/planner_step.py [--steps 20] [--device cpu] [--threads 1]
 """
@@ -23,6 +27,7 @@ model (peak RSS on the CPU, peak allocated on CUDA). Nothing here asserts a timi
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -106,16 +111,38 @@ def ours(folder: Path, work: Path, steps: int, device: str) -> dict:
     trainer = PlannerTrainer(run_config(folder), work, songs(work), work / "run", placement,
                              LINEAGE)  # fmt: skip
     page_in(trainer.planner.model)
-    now, seconds = clock(device), []
+    now, seconds, walls = clock(device), [], []
     with PeakMemory(device) as memory:
         for _ in range(WARMUP + steps):
-            start = now()
+            start, wall = now(), time.perf_counter()
             trainer.step()
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds.append(now() - start)
+            walls.append(time.perf_counter() - wall)
     return {"steps_per_second": 1 / statistics.median(seconds[WARMUP:]), "memory": memory.added,
-            "trainable": sum(p.numel() for p in trainer.params)}  # fmt: skip
+            "trainable": sum(p.numel() for p in trainer.params),
+            "wall_steps_per_second": 1 / statistics.median(walls[WARMUP:])}  # fmt: skip
+
+
+def mlx(folder: Path, work: Path, steps: int, device: str) -> dict:
+    """Our step on MLX (the device MLX has: its GPU on Apple Silicon, else the CPU), wall time."""
+    import mlx.core as mx
+
+    from tunesmith.backends.placement import Placement
+    from tunesmith.families.ace_step.planner.mlx_trainer import MlxPlannerTrainer
+
+    where = "gpu" if mx.metal.is_available() else "cpu"
+    placement = Placement("mlx", where, "float32", "bench")
+    trainer = MlxPlannerTrainer(run_config(folder), work, songs(work), work / "run", placement,
+                                LINEAGE)  # fmt: skip
+    walls = []
+    for _ in range(WARMUP + steps):
+        start = time.perf_counter()
+        trainer.step()  # evaluates the update (mx.eval) before it returns
+        walls.append(time.perf_counter() - start)
+    return {"wall_steps_per_second": 1 / statistics.median(walls[WARMUP:]),
+            "device": str(mx.default_device())}  # fmt: skip
 
 
 def bare(folder: Path, work: Path, steps: int, device: str) -> dict:
@@ -167,14 +194,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1, help="0: torch's default")
-    parser.add_argument("--child", choices=["ours", "bare"])
+    parser.add_argument("--child", choices=["ours", "bare", "mlx"])
+    parser.add_argument("--no-mlx", action="store_true", help="leave out the MLX comparison")
     parser.add_argument("--model", type=Path)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.child:
         torch.manual_seed(0)
-        fn = ours if args.child == "ours" else bare
+        fn = {"ours": ours, "bare": bare, "mlx": mlx}[args.child]
         with tempfile.TemporaryDirectory() as work:
             print(json.dumps(fn(args.model, Path(work), args.steps, args.device)))
         return
@@ -182,7 +210,10 @@ def main() -> None:
         folder = Path(tmp) / "acestep-5Hz-lm-bench"
         size = make_planner(folder)
         results = {}
-        for name in ("bare", "ours") * ROUNDS:  # interleaved: load drifts hit both
+        names = ("bare", "ours") * ROUNDS  # interleaved: load drifts hit both
+        if not args.no_mlx and importlib.util.find_spec("mlx_lm") is not None:
+            names += ("mlx",)
+        for name in names:
             out = subprocess.run(
                 [sys.executable, __file__, "--child", name, "--model", str(folder),
                  "--steps", str(args.steps), "--device", args.device,
@@ -190,8 +221,9 @@ def main() -> None:
                 capture_output=True, text=True, check=True, env={**os.environ, **MALLOC},
             )  # fmt: skip
             result = json.loads(out.stdout.strip().splitlines()[-1])
+            speed = "wall_steps_per_second" if name == "mlx" else "steps_per_second"
             best = results.get(name)
-            if best is None or result["steps_per_second"] > best["steps_per_second"]:
+            if best is None or result[speed] > best[speed]:
                 results[name] = result
     b, o = results["bare"], results["ours"]
     timer = "thread CPU time" if clock(args.device) is time.thread_time else "wall time"
@@ -207,6 +239,11 @@ def main() -> None:
     ratio = b["steps_per_second"] / o["steps_per_second"]
     print(f"time ratio (ours/bare): {ratio:.3f}")
     print(f"memory ratio (ours/bare): {o['memory'] / max(b['memory'], 1):.3f}")
+    if "mlx" in results:
+        m, t = results["mlx"]["wall_steps_per_second"], o["wall_steps_per_second"]
+        print(f"MLX ({results['mlx']['device']}, mlx-lm) {m:.2f} steps/s against torch "
+              f"({args.device}) {t:.2f} steps/s, wall time: time ratio (MLX/torch) {t / m:.3f} "
+              "(not a goal on a Linux CPU)")  # fmt: skip
 
 
 if __name__ == "__main__":
