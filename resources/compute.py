@@ -70,7 +70,7 @@ class ComputeResource(dg.ConfigurableResource):
         default=1,
         description="Processes the `encoded` stage shares a family's items over, each loading "
         "the encoders (on CUDA, one GPU each in turn); the entries are the same bytes as with "
-        "one. Families that encode on one process only (Stable Audio 3, ACE-Step) ignore it.",
+        "one.",
     )
 
     def pool_size(self) -> int:

@@ -23,6 +23,12 @@ on its own rows. Each item is also published for people and the planner work und
 
 A base folder without the audio tokenizer still encodes and trains: the codes are skipped and
 the stage says so once per base model, not once per file.
+
+With `workers` > 1 (the compute resource's `encode_workers`) the missing files are dealt out
+over that many processes (the copies of one file, one entry, to one process), each loading the
+model once and writing its entries into the store; then, once every file's length is known,
+the strings the store lacks go to the same processes. Files and strings are encoded one at a
+time, so an entry is the same bytes in any process. The stage's own process loads no model.
 """
 
 from __future__ import annotations
@@ -37,11 +43,12 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file
 
+from tunesmith.dataset.workers import deal, kept, pool, process_device
 from tunesmith.families.ace_step import captions, encode, model
 from tunesmith.media import audio as media_audio
 from tunesmith.media.sniff import MediaError, ensure_unchanged
 from tunesmith.report import Skipped, StageResult
-from tunesmith.store import DamagedEntry, canonical_json, content_key
+from tunesmith.store import DamagedEntry, Store, canonical_json, content_key
 from tunesmith.store.atomic import json_bytes, write_if_changed
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.store.tensors import safetensors_bytes
@@ -94,12 +101,16 @@ def build_encoded(request) -> Encoded:
             continue
         if not report.codes:
             notes.append(report.codes_message)  # once per base model
-        base = _Base(checkpoint, report.codes, r, counts)
-        encoded = base.items(items, skipped, notes)
+        with pool(r.workers) as processes:  # None for one worker: all of it here
+            base = _Base(checkpoint, report.codes, r, counts, processes)
+            encoded = base.items(items, skipped, notes)
+            usable = [i for i in items if i["path"] in encoded]
+            planned = [(run, base.run_texts(run, usable, encoded, stated, skipped))
+                       for run in r.runs]  # fmt: skip
+            base.share_texts([texts for _, pairs in planned for _, texts in pairs])
         keys += [base.keys[path] for path in encoded]
-        usable = [i for i in items if i["path"] in encoded]
-        for run in r.runs:
-            rows += base.run_rows(run, usable, encoded, stated, skipped)
+        for run, pairs in planned:
+            rows += base.run_rows(run, pairs, encoded)
         base.publish(usable, encoded)
         keys += list(base.text_keys.values())
     frame = pd.DataFrame(rows, columns=COLUMNS)
@@ -126,10 +137,12 @@ def build_encoded(request) -> Encoded:
 
 
 class _Base:
-    """One base model's entries: its fingerprints, its pipeline (loaded on first use only)."""
+    """One base model's entries: its fingerprints, its pipeline (loaded on first use only), the
+    worker `processes` (`workers.pool`; None: none)."""
 
-    def __init__(self, checkpoint: Path, codes: bool, request, counts: _Counts) -> None:
+    def __init__(self, checkpoint: Path, codes: bool, request, counts: _Counts, processes) -> None:
         cache, self.request, self.counts = request.fingerprint_cache, request, counts
+        self.processes = processes
         self.checkpoint, self.codes = Path(checkpoint), codes
         self.vae_fp = model_fingerprint(self.checkpoint / "vae", cache)
         self.tokenizer_fp = (
@@ -139,27 +152,28 @@ class _Base:
             text_encoder=model_fingerprint(self.checkpoint / "text_encoder", cache),
             tokenizer=model_fingerprint(self.checkpoint / "tokenizer", cache),
         )
-        # The encoders run in float32 whatever the placement's dtype, as ACE-Step 1.5 and
-        # Side-Step preprocess; a run that finds everything in the store loads nothing.
-        self.pipe = functools.cache(
-            lambda: model.load_pipeline(self.checkpoint, torch.float32, request.placement.device)
-        )
+        self.pipe = _loader(self.checkpoint, request.placement.device)
         self.target = request.out / "encoded" / f"{self.checkpoint.name}-{self.vae_fp[:8]}"
         self.keys: dict[str, str] = {}  # path → item entry
         self.text_keys: dict[tuple[str, str], str] = {}  # (kind, string) → text entry
         self.texts: dict[str, dict[str, dict]] = {}  # path → run → its texts
+        self.fresh_texts: set[str] = set()  # text entries the worker processes encoded
 
     def items(self, items: list[dict], skipped: list, notes: list) -> dict[str, dict]:
-        """Path → the item entry's value, for every item that encodes."""
-        store, placement = self.request.store, self.request.placement.as_dict()
+        """Path → the item entry's value, for every item that encodes (the missing ones on
+        several processes where `workers` > 1)."""
+        store, folder = self.request.store, self.request.folder
+        keys = {item["path"]: self._item_key(item) for item in items}
+        failed, fresh = self._share_items(items, keys) if self.processes else ({}, set())
         done = {}
         for item in items:
-            key = content_key(stage="encoded", family=model.FAMILY, version=STAGE_VERSION,
-                              content=item["sha256"], vae=self.vae_fp,
-                              audio_tokenizer=self.tokenizer_fp, params=PARAMS,
-                              placement=placement)  # fmt: skip
+            key = keys[item["path"]]
+            if item["path"] in failed:
+                skipped.append(Skipped(item["path"], failed[item["path"]]))
+                continue
+            encode_item = functools.partial(_encode_item, self.pipe, folder, item, self.codes)
             try:
-                built = store.make(key, lambda tmp, i=item: self._encode(i, tmp))
+                built = store.make(key, encode_item) or item["path"] in fresh
             except MediaError as exc:
                 skipped.append(Skipped(item["path"], str(exc)))
                 continue
@@ -172,39 +186,65 @@ class _Base:
             self.keys[item["path"]], done[item["path"]] = key, meta
         return done
 
-    def _encode(self, item: dict, tmp: Path) -> None:
-        """Encode one file into the store's temporary folder `tmp`."""
-        pipe, rel = self.pipe(), item["path"]
-        path = self.request.folder / rel
-        audio = encode.load_audio(path, pipe.vae, rel)
-        ensure_unchanged(path, item["sha256"], rel)
-        latents = encode.encode_latents(pipe.vae, audio.samples, "sample", POSTERIOR_SEED)
-        codes = encode.audio_codes(pipe, latents) if self.codes else None
-        tensors = {"latents": latents}
-        if codes is not None:
-            tensors["audio_codes"] = codes.to(torch.int64).contiguous()
-        (tmp / "item.safetensors").write_bytes(safetensors_bytes(tensors))
-        frames = int(latents.shape[0])
-        sidecar = {"format": encode.FORMAT, "family": model.FAMILY,
-                   "sample_rate": model.SAMPLE_RATE, "latent_shape": list(latents.shape),
-                   "audio_codes": None if codes is None else int(codes.shape[0])}  # fmt: skip
-        (tmp / "item.json").write_text(canonical_json(sidecar), encoding="utf-8")
-        value = {"frames": frames, "seconds": round(frames / model.LATENT_RATE, 3),
-                 "codes": sidecar["audio_codes"], "warnings": list(audio.warnings)}  # fmt: skip
-        (tmp / "value.json").write_text(canonical_json(value), encoding="utf-8")
+    def _item_key(self, item: dict) -> str:
+        return content_key(stage="encoded", family=model.FAMILY, version=STAGE_VERSION,
+                           content=item["sha256"], vae=self.vae_fp,
+                           audio_tokenizer=self.tokenizer_fp, params=PARAMS,
+                           placement=self.request.placement.as_dict())  # fmt: skip
 
-    def run_rows(self, run, items, encoded, stated, skipped) -> list[dict]:
-        """One row per item of `run`: its entries and its texts, encoded where missing."""
-        rows = []
+    def _share_items(self, items: list[dict], keys: dict[str, str]):
+        """The items the store lacks encoded on up to `workers` processes, the copies of one
+        file (one entry) in one process, as one process meets them: (path → reason for each
+        that failed, the paths encoded)."""
+        r, groups = self.request, {}
+        for item in items:
+            groups.setdefault(keys[item["path"]], []).append(item)
+        shares = deal([group for key, group in groups.items() if not r.store.has(key)], r.workers)
+        tasks = [(number, share, keys, r.folder, self.checkpoint, self.codes, r.store.root,
+                  r.placement.device) for number, share in enumerate(shares)]  # fmt: skip
+        failed, fresh = {}, set()
+        for part_failed, part_fresh in self.processes(_encode_share, tasks):
+            failed.update(part_failed)
+            fresh |= part_fresh
+        return failed, fresh
+
+    def run_texts(self, run, items, encoded, stated, skipped) -> list[tuple[dict, object]]:
+        """(item, its texts) for each item of `run` that has its strings; the others skipped."""
+        pairs = []
         choice = captions.genre_choice(items, run, stated)
         for item in items:
-            meta, rel = encoded[item["path"]], item["path"]
+            rel = item["path"]
             unreadable = captions.unreadable_lyrics(self.request.folder, rel)
             try:
-                texts = captions.item_texts(item, run, meta["frames"], choice[rel], unreadable)
+                texts = captions.item_texts(item, run, encoded[rel]["frames"], choice[rel],
+                                            unreadable)  # fmt: skip
             except captions.ItemError as exc:
                 skipped.append(Skipped(rel, f"run {run.name}: {exc}"))
                 continue
+            pairs.append((item, texts))
+        return pairs
+
+    def share_texts(self, texts: list) -> None:
+        """The strings of `texts` the store lacks, encoded first on up to `workers` processes,
+        one at a time as `_text` encodes them (nothing without processes)."""
+        if not self.processes:
+            return
+        r, strings = self.request, {}
+        for t in texts:
+            for kind, string in (("caption", t.caption_string), ("lyrics", t.lyrics_string)):
+                strings[(kind, string, self._text_key(kind, string))] = None
+        todo = [[text] for text in strings if not r.store.has(text[2])]
+        tasks = [(number, share, self.checkpoint, r.store.root, r.placement.device)
+                 for number, share in enumerate(deal(todo, r.workers))]  # fmt: skip
+        for fresh in self.processes(_text_share, tasks):
+            self.fresh_texts |= fresh
+
+    def run_rows(self, run, pairs: list[tuple[dict, object]], encoded) -> list[dict]:
+        """One row per (item, texts) of `run`: its entries and its texts, encoded where
+        missing."""
+        rows = []
+        for item, texts in pairs:
+            meta, rel = encoded[item["path"]], item["path"]
             caption_key = self._text("caption", texts.caption_string)
             lyrics_key = self._text("lyrics", texts.lyrics_string)
             self.texts.setdefault(rel, {})[run.name] = asdict(texts)
@@ -227,23 +267,18 @@ class _Base:
             "tag_position": texts.tag_position,
         }  # fmt: skip
 
+    def _text_key(self, kind: str, string: str) -> str:
+        return content_key(stage="text", family=model.FAMILY, version=STAGE_VERSION, kind=kind,
+                           text=string, encoders=self.text_fp,
+                           placement=self.request.placement.as_dict())  # fmt: skip
+
     def _text(self, kind: str, string: str) -> str:
         """The store key of one string's encoding, encoding it when missing."""
         if (kind, string) in self.text_keys:
             return self.text_keys[(kind, string)]
-        key = content_key(stage="text", family=model.FAMILY, version=STAGE_VERSION, kind=kind,
-                          text=string, encoders=self.text_fp,
-                          placement=self.request.placement.as_dict())  # fmt: skip
-
-        def build(tmp: Path) -> None:
-            encoder = encode.encode_caption if kind == "caption" else encode.encode_lyrics
-            encoding = encoder(self.pipe(), string)
-            metadata = {"text": string, "tokens": str(encoding.tokens),
-                        "cut_tokens": str(encoding.cut_tokens)}  # fmt: skip
-            data = safetensors_bytes({"hidden_states": encoding.hidden_states}, metadata)
-            (tmp / "text.safetensors").write_bytes(data)
-
-        built = self.request.store.make(key, build)
+        key = self._text_key(kind, string)
+        build = functools.partial(_encode_text, self.pipe, kind, string)
+        built = self.request.store.make(key, build) or key in self.fresh_texts
         self.counts.texts_computed += built
         self.counts.texts_cached += not built
         self.text_keys[(kind, string)] = key
@@ -261,6 +296,78 @@ class _Base:
             sidecar.update(path=rel, texts=self.texts.get(rel, {}),
                            warnings=encoded[rel]["warnings"])  # fmt: skip
             write_if_changed(stem.with_suffix(".json"), json_bytes(sidecar))
+
+
+def _loader(checkpoint: Path, device: str):
+    """The pipeline, loaded on first call only: a run that finds everything in the store loads
+    nothing. The encoders run in float32 whatever the placement's dtype, as ACE-Step 1.5 and
+    Side-Step preprocess."""
+    return functools.cache(lambda: model.load_pipeline(checkpoint, torch.float32, device))
+
+
+def _kept_loader(checkpoint: Path, device: str, number: int):
+    """In a worker process: the loader of its first task (on that task's device), for all its
+    tasks, so the process loads the model once."""
+    return kept((__name__, checkpoint), lambda: _loader(checkpoint, process_device(device, number)))
+
+
+def _encode_item(load, folder: Path, item: dict, with_codes: bool, tmp: Path) -> None:
+    """Encode one file into the store's temporary folder `tmp` (`load()`: the pipeline)."""
+    pipe, rel = load(), item["path"]
+    path = folder / rel
+    audio = encode.load_audio(path, pipe.vae, rel)
+    ensure_unchanged(path, item["sha256"], rel)
+    latents = encode.encode_latents(pipe.vae, audio.samples, "sample", POSTERIOR_SEED)
+    codes = encode.audio_codes(pipe, latents) if with_codes else None
+    tensors = {"latents": latents}
+    if codes is not None:
+        tensors["audio_codes"] = codes.to(torch.int64).contiguous()
+    (tmp / "item.safetensors").write_bytes(safetensors_bytes(tensors))
+    frames = int(latents.shape[0])
+    sidecar = {"format": encode.FORMAT, "family": model.FAMILY,
+               "sample_rate": model.SAMPLE_RATE, "latent_shape": list(latents.shape),
+               "audio_codes": None if codes is None else int(codes.shape[0])}  # fmt: skip
+    (tmp / "item.json").write_text(canonical_json(sidecar), encoding="utf-8")
+    value = {"frames": frames, "seconds": round(frames / model.LATENT_RATE, 3),
+             "codes": sidecar["audio_codes"], "warnings": list(audio.warnings)}  # fmt: skip
+    (tmp / "value.json").write_text(canonical_json(value), encoding="utf-8")
+
+
+def _encode_text(load, kind: str, string: str, tmp: Path) -> None:
+    """Encode one caption or lyrics string into the store's temporary folder `tmp`."""
+    encoder = encode.encode_caption if kind == "caption" else encode.encode_lyrics
+    encoding = encoder(load(), string)
+    metadata = {"text": string, "tokens": str(encoding.tokens),
+                "cut_tokens": str(encoding.cut_tokens)}  # fmt: skip
+    data = safetensors_bytes({"hidden_states": encoding.hidden_states}, metadata)
+    (tmp / "text.safetensors").write_bytes(data)
+
+
+def _encode_share(task) -> tuple[dict[str, str], set[str]]:
+    """One process's share of the items into the store: (path → reason for each that failed,
+    the paths it encoded)."""
+    number, share, keys, folder, checkpoint, codes, root, device = task
+    pipe, store = _kept_loader(checkpoint, device, number), Store(root)
+    failed, fresh = {}, set()
+    for item in share:
+        build = functools.partial(_encode_item, pipe, folder, item, codes)
+        try:
+            if store.make(keys[item["path"]], build):
+                fresh.add(item["path"])
+        except MediaError as exc:
+            failed[item["path"]] = str(exc)
+    return failed, fresh
+
+
+def _text_share(task) -> set[str]:
+    """One process's share of the strings into the store: the entries it encoded."""
+    number, share, checkpoint, root, device = task
+    pipe, store = _kept_loader(checkpoint, device, number), Store(root)
+    fresh = set()
+    for kind, string, key in share:
+        if store.make(key, functools.partial(_encode_text, pipe, kind, string)):
+            fresh.add(key)
+    return fresh
 
 
 def _planner_labels(item: dict, texts, meta: dict) -> str:

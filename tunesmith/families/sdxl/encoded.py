@@ -28,10 +28,11 @@ fresh build is reproducible). The model is loaded (without the UNet) only when s
 missing.
 
 With `workers` > 1 (the compute resource's `encode_workers`) the missing pictures are dealt
-out over that many processes a whole batch at a time (`_shares`), each loading the encoders and
-writing its pictures into the store; every process forms the batches one process would have
-formed, so the entries are one process's bytes (a picture that fails to decode shifts its own
-batch's neighbours, which then agree within TOLERANCE). Captions are encoded by the stage itself.
+out over that many processes a whole batch at a time (`_shares`), each loading the encoders (on
+CUDA one GPU each, in turn) and writing its pictures into the store; every process forms the
+batches one process would have formed, so the entries are one process's bytes (a picture that
+fails to decode shifts its own batch's neighbours, which then agree within TOLERANCE). Captions
+are encoded by the stage itself.
 
 Under `<out>/encoded/<model>-<vae fingerprint[:8]>/` goes `details.json` (scaling factor,
 latent channels, size): what a trainer needs to turn a posterior into a training latent.
@@ -42,7 +43,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,6 +55,7 @@ from safetensors.torch import load_file
 
 from tunesmith.backends import batches
 from tunesmith.backends.placement import Placement
+from tunesmith.dataset.workers import deal, process_device, run_all
 from tunesmith.families.sdxl import model
 from tunesmith.media import images
 from tunesmith.media.sniff import MediaError, ensure_unchanged
@@ -130,10 +131,8 @@ def build_encoded(
         per_batch = max(1, min(batches.MAX_ITEMS, batches.memory_budget(placement) // max(cost, 1)))
         shares = _shares(todo, per_batch, workers)
         if len(shares) > 1:
-            from tunesmith.dataset.workers import run_all
-
-            tasks = [(share, folder, checkpoint, store.root, placement, size, pictures, cost,
-                      per_batch) for share in shares]  # fmt: skip
+            tasks = [(number, share, folder, checkpoint, store.root, placement, size, pictures,
+                      cost, per_batch) for number, share in enumerate(shares)]  # fmt: skip
             failed = {
                 k: v for part in run_all(_encode_share, tasks, workers) for k, v in part.items()
             }
@@ -186,17 +185,13 @@ def _shares(todo: list[dict], per_batch: int, workers: int) -> list[list[dict]]:
     process form the same batches, so the entries' bytes are one process's."""
     if workers <= 1 or not todo:
         return [todo]
-    cut = [todo[k : k + per_batch] for k in range(0, len(todo), per_batch)]
-    shares = [[p for batch in cut[i::workers] for p in batch] for i in range(workers)]
-    return [share for share in shares if share]
+    return deal([todo[k : k + per_batch] for k in range(0, len(todo), per_batch)], workers)
 
 
 def _encode_share(task) -> dict[str, str]:
     """One process's share of the pictures into the store; path → reason for each that failed."""
-    share, folder, checkpoint, root, placement, size, pictures, cost, per_batch = task
-    device = placement.device
-    if device == "cuda" and torch.cuda.device_count() > 1:  # one GPU a process, in turn
-        device = f"cuda:{os.getpid() % torch.cuda.device_count()}"
+    number, share, folder, checkpoint, root, placement, size, pictures, cost, per_batch = task
+    device = process_device(placement.device, number)
     pipe = functools.cache(
         lambda: model.load_pipeline(checkpoint, torch.float32, device, skip=("unet",))
     )

@@ -54,7 +54,7 @@ class StableAudio3(Family):
 
         r = request
         return build_encoded(r.folder, r.labels, r.base_models, r.out, r.store, r.placement,
-                             r.fingerprint_cache)  # fmt: skip
+                             r.fingerprint_cache, r.workers)  # fmt: skip
 
     def trainer(self, backend: str) -> type:
         if backend == "mlx":

@@ -27,9 +27,18 @@ length at 44.1 kHz (after alignment) share a batch, within the placement's memor
 never padded to share one (the VAE's convolutions and attention would see the padding), and a
 clip above 30 s is encoded alone, in chunks. Clips are decoded as the batches fill. A batch's
 matrix products round differently from one clip's: an entry's latents equal the one-at-a-time
-encoding within TOLERANCE, not bit for bit. The T5Gemma
-output of each item's prompt is cached per distinct text under the text encoder's
-fingerprint. The model is loaded only when something is missing from the store.
+encoding within TOLERANCE, not bit for bit, and which clips shared its batch is part of what
+decides its last bits. The T5Gemma output of each item's prompt is cached per distinct text
+under the text encoder's fingerprint. The model is loaded only when something is missing from
+the store.
+
+With `workers` > 1 (the compute resource's `encode_workers`) the missing clips are shared out
+over that many processes, each loading the model once: every process decodes all the missing
+clips, so that it forms the very batches one process forms (a clip's length, which decides its
+batch, is known only once it is decoded), and of n processes the k-th encodes batch j where
+j mod n is k (`encode_clips`' `dealt`); so the entries are one process's bytes, and a clip
+that fails to decode fails in every process alike. Then the prompts the store lacks go to the same
+processes, one at a time as the stage encodes them. The stage's own process loads no model.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from safetensors.torch import load_file
 
 from tunesmith.backends import batches
 from tunesmith.backends.placement import Placement
+from tunesmith.dataset.workers import deal, kept, pool, process_device
 from tunesmith.families.stable_audio_3 import model
 from tunesmith.families.stable_audio_3.prompts import full_prompt, prompt_tags, sidecar_tags
 from tunesmith.media import audio as media_audio
@@ -95,8 +105,10 @@ def build_encoded(
     store: Store,
     placement: Placement,
     fingerprint_cache: Path,
+    workers: int = 1,
 ) -> Encoded:
-    """Encode the audio items of `labels` for every base model folder in `base_models`."""
+    """Encode the audio items of `labels` for every base model folder in `base_models`, on up
+    to `workers` processes."""
     start = time.perf_counter()
     items = labels[labels["kind"] == "audio"].to_dict("records")
     rows, keys, skipped, warnings = [], [], [], []
@@ -113,42 +125,50 @@ def build_encoded(
             encoder=model_fingerprint(checkpoint / "text_encoder", fingerprint_cache),
             tokenizer=model_fingerprint(checkpoint / "tokenizer", fingerprint_cache),
         )
-        # The encoder runs in float32 whatever the placement's dtype (underfit encodes fp32);
-        # the pipeline is loaded on first use only: a no-change run never loads a model.
-        pipe = functools.cache(
-            lambda c=checkpoint: model.load_pipeline(c, torch.float32, placement.device)
-        )
+        pipe = _loader(checkpoint, placement.device)
         target = out / "encoded" / f"{name}-{vae_fp[:8]}"
         entries = {item["path"]: _latents_key(item, vae_fp, placement) for item in items}
         todo = batches.missing(items, lambda i: entries[i["path"]], store.has)  # noqa: B023
-        failed = encode_clips(folder, todo, entries, pipe, store, placement) if todo else {}
-        encoded_now = {item["path"] for item in todo} - set(failed)
-        for item in items:
-            key = entries[item["path"]]
-            if item["path"] in failed:
-                skipped.append(Skipped(item["path"], failed[item["path"]]))
-                continue
-            pieces = prompt_tags(item["caption"], item["caption_source"], json.loads(item["tags"]))
-            prompt = full_prompt(pieces)
-            try:
-                (row, item_warnings), built = store.provide(
-                    key,
-                    lambda tmp: _encode_item(folder, item, pipe, tmp),  # noqa: B023
-                    lambda k: _publish(folder, target, item, store, k, pieces, name),  # noqa: B023
-                )
-            except MediaError as exc:
-                skipped.append(Skipped(item["path"], str(exc)))
-                continue
-            built = built or item["path"] in encoded_now
-            computed += built
-            cached += not built
+        with pool(workers) as processes:  # None for one worker: all of it here
+            vae_details = None  # model.encoder_details, where the processes loaded the model
+            if processes and todo:
+                failed, vae_details = _share_clips(processes, folder, todo, entries, checkpoint,
+                                                   store, placement, workers)  # fmt: skip
+            else:
+                failed = encode_clips(folder, todo, entries, pipe, store, placement) if todo else {}
+            encoded_now = {item["path"] for item in todo} - set(failed)
+            encoded = []  # (entry, prompt, row, warnings) of each item that encodes
+            for item in items:
+                key = entries[item["path"]]
+                if item["path"] in failed:
+                    skipped.append(Skipped(item["path"], failed[item["path"]]))
+                    continue
+                pieces = prompt_tags(item["caption"], item["caption_source"],
+                                     json.loads(item["tags"]))  # fmt: skip
+                try:
+                    (row, item_warnings), built = store.provide(
+                        key,
+                        lambda tmp: _encode_item(folder, item, pipe, tmp),  # noqa: B023
+                        lambda k: _publish(folder, target, item, store, k, pieces, name),  # noqa: B023
+                    )
+                except MediaError as exc:
+                    skipped.append(Skipped(item["path"], str(exc)))
+                    continue
+                built = built or item["path"] in encoded_now
+                computed += built
+                cached += not built
+                encoded.append((key, full_prompt(pieces), row, item_warnings))
+            if processes:
+                prompts = [prompt for _, prompt, _, _ in encoded]
+                _share_prompts(processes, prompts, checkpoint, store, placement, text_fp, workers)
+        for key, prompt, row, item_warnings in encoded:
             keys += [key, cache_prompt(pipe, store, text_fp, prompt)]
             rows.append(row)
             warnings += item_warnings
-        if any(r["model"] == name for r in rows):
+        if encoded:
             details = content_key(stage="encoded-details", version=STAGE_VERSION, vae=vae_fp)
             if not store.has(details):
-                store.write_json(details, model.encoder_details(pipe().vae))
+                store.write_json(details, vae_details or model.encoder_details(pipe().vae))
             write_if_changed(target / "details.json", json_bytes(store.read_json(details)))
             keys.append(details)
     frame = pd.DataFrame(rows, columns=COLUMNS)
@@ -164,6 +184,73 @@ def build_encoded(
         extra={"warnings": "; ".join(warnings)} if warnings else {},
     )
     return Encoded(frame, result, keys)
+
+
+def _loader(checkpoint: Path, device: str) -> Callable:
+    """The pipeline, loaded on first call only: a no-change run never loads a model. The
+    encoders run in float32 whatever the placement's dtype (underfit encodes fp32)."""
+    return functools.cache(lambda: model.load_pipeline(checkpoint, torch.float32, device))
+
+
+def _kept_loader(checkpoint: Path, device: str, number: int) -> Callable:
+    """In a worker process: the loader of its first task (on that task's device), for all its
+    tasks, so the process loads the model once."""
+    return kept((__name__, checkpoint), lambda: _loader(checkpoint, process_device(device, number)))
+
+
+def _share_clips(
+    processes: Callable,
+    folder: Path,
+    todo: list[dict],
+    keys: dict[str, str],
+    checkpoint: Path,
+    store: Store,
+    placement: Placement,
+    workers: int,
+) -> tuple[dict[str, str], dict]:
+    """The clips `todo` encoded on up to `workers` `processes` (see the module's docstring):
+    path → reason for each clip that failed, and the encoder's details."""
+    count = min(workers, len(todo))
+    tasks = [(folder, todo, keys, checkpoint, store.root, placement, batches.MAX_ITEMS,
+              (number, count)) for number in range(count)]  # fmt: skip
+    parts = processes(_encode_share, tasks)
+    failed = {path: reason for part, _ in parts for path, reason in part.items()}
+    return failed, parts[0][1]
+
+
+def _encode_share(task) -> tuple[dict[str, str], dict]:
+    """One process's batches of the clips into the store (`encode_clips`' `dealt`): path →
+    reason for each clip that failed, and the encoder's details."""
+    folder, todo, keys, checkpoint, root, placement, max_items, dealt = task
+    pipe = _kept_loader(checkpoint, placement.device, dealt[0])
+    failed = encode_clips(folder, todo, keys, pipe, Store(root), placement, max_items, dealt)
+    return failed, model.encoder_details(pipe().vae)
+
+
+def _share_prompts(
+    processes: Callable,
+    prompts: list[str],
+    checkpoint: Path,
+    store: Store,
+    placement: Placement,
+    text_fp: str,
+    workers: int,
+) -> None:
+    """The prompts the store lacks encoded on up to `workers` `processes`, one at a time as
+    `cache_prompt` encodes them (so a prompt's encoding is the same in any process)."""
+    todo = [p for p in dict.fromkeys(prompts) if not store.has(prompt_key(text_fp, p))]
+    shares = deal([[prompt] for prompt in todo], workers)
+    tasks = [(number, share, checkpoint, store.root, placement.device, text_fp)
+             for number, share in enumerate(shares)]  # fmt: skip
+    processes(_prompt_share, tasks)
+
+
+def _prompt_share(task) -> None:
+    """One process's share of the prompts into the store."""
+    number, share, checkpoint, root, device, text_fp = task
+    pipe, store = _kept_loader(checkpoint, device, number), Store(root)
+    for prompt in share:
+        cache_prompt(pipe, store, text_fp, prompt)
 
 
 def _latents_key(item: dict, vae_fp: str, placement: Placement) -> str:
@@ -203,9 +290,13 @@ def encode_clips(
     pipe: Callable,
     store: Store,
     placement: Placement,
+    max_items: int | None = None,
+    dealt: tuple[int, int] = (0, 1),
 ) -> dict[str, str]:
     """Encode the clips `todo` into their store entries (`keys` by path), in batches of clips
-    of one length; returns path → reason for each clip that could not be used."""
+    of one length, each of at most `max_items` (None: batches.MAX_ITEMS); returns path →
+    reason for each clip that could not be used. With `dealt` = (k, n) only batch j where j mod n
+    is k is encoded (the k-th of n processes; each decodes every clip)."""
     vae = pipe().vae
     ratio, config = vae.downsampling_ratio, dict(vae.config)
     chunk = max(1, int(model.CHUNK_SECONDS * config["sampling_rate"]) // ratio) * ratio
@@ -233,8 +324,11 @@ def encode_clips(
     def cost(clip: _Clip) -> int:
         return clip_cost(config, clip.audio.samples.shape[-1])
 
-    budget = batches.memory_budget(placement)
-    for batch in batches.stream(decoded(), shape, cost, budget):
+    budget, (k, n) = batches.memory_budget(placement), dealt
+    max_items = max_items or batches.MAX_ITEMS
+    for j, batch in enumerate(batches.stream(decoded(), shape, cost, budget, max_items)):
+        if j % n != k:
+            continue
         encode = functools.partial(_encode_batch, vae)
         for part, latents in batches.halving(encode, batch, torch.OutOfMemoryError):
             for clip, clip_latents in zip(part, latents, strict=True):
@@ -282,7 +376,7 @@ def audio_samples(resampled: int, ratio: int) -> int:
 
 def cache_prompt(pipe, store: Store, text_fp: str, prompt: str) -> str:
     """The store key of `prompt`'s T5Gemma output, computing it if the store lacks it."""
-    key = content_key(stage="text", family=model.FAMILY, encoder=text_fp, prompt=prompt)
+    key = prompt_key(text_fp, prompt)
 
     def encode(tmp: Path) -> None:
         embeds, mask = model.encode_prompts(pipe(), [prompt])
@@ -291,6 +385,10 @@ def cache_prompt(pipe, store: Store, text_fp: str, prompt: str) -> str:
 
     store.make(key, encode)
     return key
+
+
+def prompt_key(text_fp: str, prompt: str) -> str:
+    return content_key(stage="text", family=model.FAMILY, encoder=text_fp, prompt=prompt)
 
 
 def load_prompt(store: Store, key: str) -> tuple[torch.Tensor, torch.Tensor]:
