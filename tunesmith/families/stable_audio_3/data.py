@@ -46,7 +46,7 @@ def load_items(frame: pd.DataFrame) -> list[Item]:
         items.append(
             Item(
                 path=row["path"],
-                latents=torch.from_numpy(np.load(row["latents"])).float(),
+                latents=torch.from_numpy(np.load(row["latents"], allow_pickle=False)).float(),
                 padding_mask=torch.tensor(meta["padding_mask"], dtype=torch.bool),
                 seconds_total=float(meta["seconds_total"]),
                 pieces=tuple(json.loads(row["pieces"])),
