@@ -9,17 +9,17 @@ the answer tokens), backward, global-norm clipping at 1.0 and the AdamW step. Ou
 and one song a step: the epoch order, the masked loss on the answer positions only, backward,
 clipping, the optimizer and the schedule; validation, samples and files are left out. Both
 train the same examples (`planner/data.py`'s prompt and answer, the same token ids and mask)
-on the tiny planner LM widened (`WIDE`), saved in the published acestep-5Hz-lm layout, each
-in its own process.
+on the tiny planner LM widened (`WIDE`), saved in the published acestep-5Hz-lm layout.
 
-Printed: steps per second of each (one over the median step after `WARMUP` steps, timed by
-this thread's CPU time on a CPU with one torch thread; the best of `ROUNDS` interleaved runs),
-the time ratio (ours / bare) and the ratio of the memory each training adds over its loaded
-model (peak RSS on the CPU, peak allocated on CUDA). Then our step on MLX (mlx-lm's Qwen3 and
-LoRA layers, `MlxPlannerTrainer`) against ours on torch, both timed by wall time (MLX's CPU
-backend computes on threads of its own), with the devices named: not a goal on a Linux CPU,
-and the same script on Apple Silicon compares its GPU with torch there. Nothing here asserts
-a timing.
+Printed: steps per second of each and the time ratio (ours / bare, goal ≤ 1.05), from one
+process that builds both and alternates their steps, so that the load of this shared machine
+falls on both alike (the ratio of the two medians after `WARMUP` steps, timed by this thread's
+CPU time on a CPU with one torch thread); the ratio of the memory each training adds over its
+loaded model (peak RSS on the CPU, peak allocated on CUDA; goal ≤ 1.10), from a process of its
+own for each. Then our step on MLX (mlx-lm's Qwen3 and LoRA layers, `MlxPlannerTrainer`)
+against ours on torch, both by wall time (MLX's CPU backend computes on threads of its own),
+the devices named: not a goal on a Linux CPU; on Apple Silicon the same script compares MLX's
+GPU with torch there. Nothing here asserts a timing.
 
     .venv/bin/python bench/planner_step.py [--steps 20] [--device cpu] [--threads 1]
 """
@@ -47,7 +47,7 @@ from bench.sdxl_step import MALLOC, PeakMemory, clock, page_in  # noqa: E402
 # hidden 1024, 28 layers, 16 heads, 8 kv heads, head_dim 128).
 WIDE = {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
         "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32}  # fmt: skip
-SONGS, SECONDS, WARMUP, ROUNDS = 8, 30, 3, 3
+SONGS, SECONDS, WARMUP = 8, 30, 3
 LINEAGE = {"tunesmith.version": "bench", "tunesmith.base_model_fingerprint": "bench",
            "tunesmith.run_key": "bench"}  # fmt: skip
 LABELS = {"caption": "warm lo-fi hip hop, dusty drums", "lyrics": "[Verse]\nwe ride the night",
@@ -103,7 +103,8 @@ def run_config(planner: Path):
     return resolve_run(raw, Path("tunesmith.toml"), 0)
 
 
-def ours(folder: Path, work: Path, steps: int, device: str) -> dict:
+def ours(folder: Path, work: Path, device: str):
+    """Our step, ready to run: (step function, trainable parameters)."""
     from tunesmith.backends.placement import Placement
     from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
 
@@ -111,18 +112,7 @@ def ours(folder: Path, work: Path, steps: int, device: str) -> dict:
     trainer = PlannerTrainer(run_config(folder), work, songs(work), work / "run", placement,
                              LINEAGE)  # fmt: skip
     page_in(trainer.planner.model)
-    now, seconds, walls = clock(device), [], []
-    with PeakMemory(device) as memory:
-        for _ in range(WARMUP + steps):
-            start, wall = now(), time.perf_counter()
-            trainer.step()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            seconds.append(now() - start)
-            walls.append(time.perf_counter() - wall)
-    return {"steps_per_second": 1 / statistics.median(seconds[WARMUP:]), "memory": memory.added,
-            "trainable": sum(p.numel() for p in trainer.params),
-            "wall_steps_per_second": 1 / statistics.median(walls[WARMUP:])}  # fmt: skip
+    return trainer.step, sum(p.numel() for p in trainer.params)
 
 
 def mlx(folder: Path, work: Path, steps: int, device: str) -> dict:
@@ -145,7 +135,8 @@ def mlx(folder: Path, work: Path, steps: int, device: str) -> dict:
             "device": str(mx.default_device())}  # fmt: skip
 
 
-def bare(folder: Path, work: Path, steps: int, device: str) -> dict:
+def bare(folder: Path, work: Path, device: str):
+    """The bare loop's step, ready to run: (step function, trainable parameters)."""
     from peft import LoraConfig, get_peft_model
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -172,21 +163,48 @@ def bare(folder: Path, work: Path, steps: int, device: str) -> dict:
         p.data = p.data.float()
     optimizer = torch.optim.AdamW(params, lr=1e-4)
     page_in(model)
-    now, seconds = clock(device), []
-    with PeakMemory(device) as memory:
-        for _ in range(WARMUP + steps):
-            start = now()
-            ids, labels = data[int(torch.randint(0, len(data), (1,)))]
-            loss = model(input_ids=ids, labels=labels).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
+
+    def step() -> None:
+        ids, labels = data[int(torch.randint(0, len(data), (1,)))]
+        loss = model(input_ids=ids, labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+
+    return step, sum(p.numel() for p in params)
+
+
+def timed(steps: int, device: str, *runs) -> list[tuple[float, float]]:
+    """Alternate the runs' steps; per run the median step's (clock seconds, wall seconds)
+    after WARMUP."""
+    now, seconds = clock(device), [([], []) for _ in runs]
+    for _ in range(WARMUP + steps):
+        for run, (times, walls) in zip(runs, seconds, strict=True):
+            start, wall = now(), time.perf_counter()
+            run()
             if device == "cuda":
                 torch.cuda.synchronize()
-            seconds.append(now() - start)
-    return {"steps_per_second": 1 / statistics.median(seconds[WARMUP:]), "memory": memory.added,
-            "trainable": sum(p.numel() for p in params)}  # fmt: skip
+            times.append(now() - start)
+            walls.append(time.perf_counter() - wall)
+    return [(statistics.median(t[WARMUP:]), statistics.median(w[WARMUP:])) for t, w in seconds]
+
+
+def child(kind: str, folder: Path, work: Path, args) -> dict:
+    """'paired': both steps alternated (the time ratio); 'ours' / 'bare': one (its memory);
+    'mlx': our step on MLX."""
+    if kind == "mlx":
+        return mlx(folder, work, args.steps, args.device)
+    if kind == "paired":
+        b, trainable_b = bare(folder, work / "bare", args.device)
+        o, trainable_o = ours(folder, work / "ours", args.device)
+        (bare_s, _), (ours_s, ours_wall) = timed(args.steps, args.device, b, o)
+        return {"bare": 1 / bare_s, "ours": 1 / ours_s, "ours_wall": 1 / ours_wall,
+                "trainable": [trainable_b, trainable_o]}  # fmt: skip
+    step, _ = (ours if kind == "ours" else bare)(folder, work, args.device)
+    with PeakMemory(args.device) as memory:
+        timed(args.steps, args.device, step)
+    return {"memory": memory.added}
 
 
 def main() -> None:
@@ -194,7 +212,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1, help="0: torch's default")
-    parser.add_argument("--child", choices=["ours", "bare", "mlx"])
+    parser.add_argument("--child", choices=["paired", "ours", "bare", "mlx"])
     parser.add_argument("--no-mlx", action="store_true", help="leave out the MLX comparison")
     parser.add_argument("--model", type=Path)
     args = parser.parse_args()
@@ -202,17 +220,18 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.child:
         torch.manual_seed(0)
-        fn = {"ours": ours, "bare": bare, "mlx": mlx}[args.child]
         with tempfile.TemporaryDirectory() as work:
-            print(json.dumps(fn(args.model, Path(work), args.steps, args.device)))
+            for name in ("bare", "ours"):
+                (Path(work) / name).mkdir()
+            print(json.dumps(child(args.child, args.model, Path(work), args)))
         return
+    names = ["paired", "bare", "ours"]
+    if not args.no_mlx and importlib.util.find_spec("mlx_lm") is not None:
+        names.append("mlx")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "acestep-5Hz-lm-bench"
         size = make_planner(folder)
         results = {}
-        names = ("bare", "ours") * ROUNDS  # interleaved: load drifts hit both
-        if not args.no_mlx and importlib.util.find_spec("mlx_lm") is not None:
-            names += ("mlx",)
         for name in names:
             out = subprocess.run(
                 [sys.executable, __file__, "--child", name, "--model", str(folder),
@@ -220,27 +239,25 @@ def main() -> None:
                  "--threads", str(args.threads)],
                 capture_output=True, text=True, check=True, env={**os.environ, **MALLOC},
             )  # fmt: skip
-            result = json.loads(out.stdout.strip().splitlines()[-1])
-            speed = "wall_steps_per_second" if name == "mlx" else "steps_per_second"
-            best = results.get(name)
-            if best is None or result[speed] > best[speed]:
-                results[name] = result
-    b, o = results["bare"], results["ours"]
+            results[name] = json.loads(out.stdout.strip().splitlines()[-1])
+    paired, memory = results["paired"], {k: results[k]["memory"] for k in ("bare", "ours")}
+    trainable_b, trainable_o = paired["trainable"]
     timer = "thread CPU time" if clock(args.device) is time.thread_time else "wall time"
     print(f"device {args.device} (torch threads {args.threads or torch.get_num_threads()}, "
           f"{timer}), float32, planner {WIDE} ({size / 1e6:.1f} M parameters), songs of "
           f"{SECONDS} s ({SECONDS * 5} codes), LoRA rank 16 on 7 projections x "
-          f"{WIDE['num_hidden_layers']} layers ({o['trainable']} parameters; bare: "
-          f"{b['trainable']}), AdamW, one song a step")  # fmt: skip
-    print(f"bare transformers + PEFT loop: {b['steps_per_second']:.2f} steps/s, "
-          f"+{b['memory'] / 2**20:.1f} MiB")  # fmt: skip
-    print(f"tunesmith planner step:        {o['steps_per_second']:.2f} steps/s, "
-          f"+{o['memory'] / 2**20:.1f} MiB")  # fmt: skip
-    ratio = b["steps_per_second"] / o["steps_per_second"]
-    print(f"time ratio (ours/bare): {ratio:.3f}")
-    print(f"memory ratio (ours/bare): {o['memory'] / max(b['memory'], 1):.3f}")
+          f"{WIDE['num_hidden_layers']} layers ({trainable_o} parameters; bare: "
+          f"{trainable_b}), AdamW, one song a step")  # fmt: skip
+    print(f"bare transformers + PEFT loop: {paired['bare']:.2f} steps/s, "
+          f"+{memory['bare'] / 2**20:.1f} MiB")  # fmt: skip
+    print(f"tunesmith planner step:        {paired['ours']:.2f} steps/s, "
+          f"+{memory['ours'] / 2**20:.1f} MiB")  # fmt: skip
+    print(f"time ratio (ours/bare): {paired['bare'] / paired['ours']:.3f}  (goal ≤ 1.05, "
+          "steps alternated in one process)")  # fmt: skip
+    print(f"memory ratio (ours/bare): {memory['ours'] / max(memory['bare'], 1):.3f}  "
+          "(goal ≤ 1.10)")  # fmt: skip
     if "mlx" in results:
-        m, t = results["mlx"]["wall_steps_per_second"], o["wall_steps_per_second"]
+        m, t = results["mlx"]["wall_steps_per_second"], paired["ours_wall"]
         print(f"MLX ({results['mlx']['device']}, mlx-lm) {m:.2f} steps/s against torch "
               f"({args.device}) {t:.2f} steps/s, wall time: time ratio (MLX/torch) {t / m:.3f} "
               "(not a goal on a Linux CPU)")  # fmt: skip
