@@ -11,8 +11,8 @@ Another machine of a several-node run starts its ranks with
 `python -m pipelines.train_child --node-rank <n> <run>/launch.json` (docs/deploy.md).
 
 On the MLX backend the ranks are started by `mlx.launch --backend ring -n <devices>` (the
-console script beside this Python) on this machine only; its report of each rank's end names
-the rank that failed.
+console script beside this Python, else on PATH) on this machine only; its report of each
+rank's end names the rank that failed.
 """
 
 from __future__ import annotations

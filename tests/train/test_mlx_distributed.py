@@ -6,7 +6,8 @@ items' weighted losses and the ranks' gradients are then summed and halved
 matrix products run on batches of another size. The batch of 3 splits unevenly (2 and 1), so a
 rank that averaged over its own items instead of weighting by the global batch would fail.
 A killed rank is named and the next run resumes on two ranks (not on one), a rank that stops
-with a reason is named with it, and an MLX run on several machines is refused."""
+with a reason is named with it, and an MLX run on several machines is refused. The ACE-Step
+planner on MLX (mlx-lm) likewise matches one process, through a window a rank has no item of."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,10 @@ import torch
 from safetensors.torch import load_file
 
 from pipelines import train_child
+from tests.families.ace_step.planner.test_planner_trainer import (  # noqa: F401 (a fixture)
+    PLANNER_RUN,
+    planner_encoded,
+)
 from tests.train.test_distributed import (  # noqa: F401 (fixtures)
     LINEAGE,
     ROOT,
@@ -36,6 +42,7 @@ from tests.train.test_distributed import (  # noqa: F401 (fixtures)
     sa3_items,
 )
 from tests.train.test_distributed import extras as torch_extras
+from tunesmith import families
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3.mlx.trainer import MlxTrainer
 from tunesmith.train import loop
@@ -166,3 +173,53 @@ def test_the_ranks_end_is_read_from_mlx_launch(tmp_path):
     assert train_child._failed_mlx({1: -15, 0: 1}, tmp_path).startswith(
         "training rank 0 (local rank 0, pid 11) stopped: out of memory; training rank 1"
     )
+
+
+# --- the ACE-Step planner LM on MLX (mlx-lm) --------------------------------------------------
+
+
+def planner_extras(raw: dict, models: Path, frame, run_dir: Path) -> dict:
+    run = asdict(resolve_run(raw, Path("tunesmith.toml"), 0))
+    run["adapter"] = {k: list(v) if isinstance(v, tuple) else v for k, v in run["adapter"].items()}
+    return {"run": run, "config_source": "tunesmith.toml", "checkpoint": str(models / "tiny"),
+            "items": json.loads(frame.to_json(orient="records")), "run_dir": str(run_dir),
+            "result_path": str(run_dir / "result.json"), "placement": MLX.as_dict(),
+            "metadata": LINEAGE}  # fmt: skip
+
+
+@pytest.fixture
+def planner_data(planner_encoded):  # noqa: F811 (the fixture imported above, by its name)
+    """The planner tests' encoded frame of five clips, and the models root."""
+    return planner_encoded
+
+
+def test_two_mlx_ranks_train_the_planner_as_one_process(planner_data, tmp_path):
+    """The planner's windows of 3 over its 4 training songs: 3 then 1, so in every other
+    window rank 1 has no song and joins at weight 0."""
+    frame, models = planner_data
+    raw = {**PLANNER_RUN, "train": {**PLANNER_RUN["train"], "accumulation": 3, "steps": 6,
+                                    "eval_every": 6, "checkpoint_every": 6}}  # fmt: skip
+    run = resolve_run(raw, Path("tunesmith.toml"), 0)
+    (tmp_path / "one").mkdir()
+    trainer = families.get("ace-step").trainer("mlx")(run, models / "tiny", frame,
+                                                      tmp_path / "one", MLX, LINEAGE)  # fmt: skip
+    assert "4 training songs, 2 steps an epoch" in trainer.start_note, trainer.start_note
+    loop.train(trainer, tmp_path / "one", log=lambda _: None, progress=open(os.devnull, "w"))
+    two = {**raw, "train": {**raw["train"], "devices": 2}}
+    train_child.launch(planner_extras(two, models, frame, tmp_path / "two"), 0, lambda _: None)
+
+    result = json.loads((tmp_path / "two" / "result.json").read_text())
+    assert result["world_size"] == 2 and result["steps"] == 6
+    ours, theirs = losses(tmp_path / "two"), losses(tmp_path / "one")
+    assert len(ours) == len(theirs) == 6
+    worst = max(relative([a], [b]) for a, b in zip(ours, theirs, strict=True))
+    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        assert_close([a], [b], f"the loss of step {step + 1}")
+    mine, one = (load_file(tmp_path / side / "state" / "step=6" / "state.safetensors")
+                 for side in ("two", "one"))  # fmt: skip
+    params = sorted(k for k in one if k.startswith("param."))
+    assert params and mine.keys() == one.keys()
+    whole = [torch.cat([x[k].flatten().double() for k in params]) for x in (mine, one)]
+    print(f"planner relative difference: worst loss {worst:.3g}, adapter "
+          f"{relative(*whole):.3g}")  # fmt: skip
+    assert_close(*whole, "the planner's adapter")
