@@ -9,6 +9,10 @@ With `train.devices` × `train.nodes` > 1 this process launches the ranks under 
 lines (`<run>/ranks/rank-<r>.log`). A rank that fails ends them all; the message names it.
 Another machine of a several-node run starts its ranks with
 `python -m pipelines.train_child --node-rank <n> <run>/launch.json` (docs/deploy.md).
+
+On the MLX backend the ranks are started by `mlx.launch --backend ring -n <devices>` (the
+console script beside this Python, else on PATH) on this machine only; its report of each
+rank's end names the rank that failed.
 """
 
 from __future__ import annotations
@@ -16,7 +20,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shutil
+import signal
 import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -114,6 +122,12 @@ def launch(extras: dict, node_rank: int, log) -> None:
     from torch.distributed.run import run as torchrun
 
     run = resolve_run(extras["run"], Path(extras["config_source"]), 0)
+    mlx = extras["placement"]["backend"] == "mlx"
+    if mlx and run.train.nodes > 1:
+        raise ConfigError(
+            f"{run.name}: the MLX backend trains on one machine (mlx.launch's ring on this "
+            f"host): set train.nodes to 1, got {run.train.nodes}"
+        )
     run_dir = Path(extras["run_dir"])
     ranks = run_dir / "ranks"
     launch_path = run_dir / "launch.json"
@@ -122,26 +136,148 @@ def launch(extras: dict, node_rank: int, log) -> None:
         for old in ranks.glob("rank-*"):
             old.unlink()
         atomic_write_json(launch_path, extras)
+    launcher = "mlx.launch" if mlx else "torchrun"
     log(f"{run.name}: {run.train.devices} process(es) on node {node_rank} of {run.train.nodes} "
-        f"under torchrun, {world_size(run.train)} in all")  # fmt: skip
-    args = parse_args(torchrun_args(run.train, node_rank, launch_path))
+        f"under {launcher}, {world_size(run.train)} in all")  # fmt: skip
     forward = _Forward(ranks, log)
     forward.start()
     try:
-        torchrun(args)
+        if mlx:
+            mlx_launch(run, launch_path, ranks)
+        else:
+            torchrun(parse_args(torchrun_args(run.train, node_rank, launch_path)))
     except ChildFailedError as exc:
         raise TrainingError(f"{run.name}: {_failed(exc, ranks)}") from None
     finally:
         forward.finish()
 
 
+# mlx.launch's line as a rank ends other than by completing (its stderr, in colour codes).
+_MLX_END = re.compile(r"Node with rank (\d+) (?:exited with code (-?\d+)|was killed)")
+
+
+def mlx_launcher() -> str | None:
+    """The mlx.launch console script beside this Python, else on PATH (`python -m` has no
+    such module); None where mlx is installed without it."""
+    beside = Path(sys.executable).with_name("mlx.launch")
+    return str(beside) if beside.exists() else shutil.which("mlx.launch")
+
+
+def mlx_launch_args(devices: int, port: int, launch_path: Path) -> list[str]:
+    """mlx.launch's command line for a run's ranks on this machine (the ring backend)."""
+    launcher = mlx_launcher()
+    if launcher is None:
+        raise TrainingError("mlx.launch is not installed beside this Python nor on PATH")
+    return [launcher, "--backend", "ring", "-n", str(devices), "--starting-port",
+            str(port), "--", sys.executable, "-m", "pipelines.train_child", "--rank",
+            str(launch_path)]  # fmt: skip
+
+
+def mlx_launch(run, launch_path: Path, ranks: Path) -> None:
+    """The ranks under mlx.launch; raises TrainingError naming the rank where one fails.
+
+    mlx.launch exits 0 whatever its ranks do and ends the others when one fails; it says on
+    its stderr how each rank that did not complete ended, which is read here. Its other lines
+    (the ranks' own stderr, tracebacks) go on to this process's stderr."""
+    args = mlx_launch_args(run.train.devices, _free_ports(run.train.devices), launch_path)
+    ended: dict[int, int | None] = {}  # rank → exit code (None: killed by mlx.launch)
+    try:
+        launcher = subprocess.Popen(args, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise TrainingError(f"{run.name}: cannot start mlx.launch ({exc})") from None
+    with launcher:
+        threading.Thread(target=_fill, args=(launcher.stdin.fileno(),), daemon=True).start()
+        for line in launcher.stderr:
+            text = line.decode("utf-8", "replace")
+            found = _MLX_END.search(text)
+            if found is None:
+                sys.stderr.write(text)
+            else:
+                code = found.group(2)
+                ended.setdefault(int(found.group(1)), None if code is None else int(code))
+    failed = {rank: code for rank, code in ended.items() if code != 0}
+    if failed:
+        raise TrainingError(f"{run.name}: {_failed_mlx(failed, ranks)}")
+    if launcher.returncode:
+        raise TrainingError(f"{run.name}: mlx.launch exited with code {launcher.returncode}")
+
+
+def _fill(stdin: int) -> None:
+    """Fill the ranks' stdin pipes through mlx.launch's stdin (kept open until it ends).
+
+    mlx.launch forwards its stdin to every rank, and its loop per rank waits on that rank's
+    output and on room in its stdin pipe: while the pipe has room the loop never waits, and
+    spins a core (95 % of one here, the ranks' time doubled on two cores). The ranks never
+    read stdin, so once their pipes are full (64 KiB on Linux) it waits on their output
+    alone. At end of file it would spin again, reading nothing: the pipe stays open."""
+    with contextlib.suppress(OSError):  # mlx.launch ended before taking it all
+        os.write(stdin, b"\n" * (1 << 18))
+
+
+def _free_ports(count: int) -> int:
+    """The first of `count` consecutive free ports on localhost: the ring's ranks listen on
+    one each. mlx.launch's default start (32323) is fixed, so two runs on one machine would
+    meet; torchrun's --standalone finds its own free port."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first = probe.getsockname()[1]
+        if first + count > 65536:
+            continue
+        held = []
+        try:
+            for port in range(first, first + count):
+                held.append(socket.socket())
+                held[-1].bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def _failed_mlx(failed: dict[int, int | None], ranks: Path) -> str:
+    """`_failed` for mlx.launch: a rank's own reason first, then the others in the order they
+    ended (the rank that failed first, then those ended in its wake)."""
+    own = {r: ranks / f"rank-{r}.error" for r in failed}
+    own = {r: p.read_text(encoding="utf-8") for r, p in own.items() if p.exists()}
+    parts = []
+    for rank in sorted(failed, key=lambda r: r not in own):  # stable: the order of ending
+        code = failed[rank]
+        if rank in own:
+            how = f"stopped: {own[rank]}"
+        elif code is None:
+            how = "was ended by mlx.launch"
+        elif code < 0:
+            how = f"was ended by {signal.Signals(-code).name}"
+        else:
+            how = f"exited with code {code} (its traceback is in the run's log)"
+        parts.append(f"training rank {rank} (local rank {rank}, pid {_pid(ranks, rank)}) {how}")
+    more = f"; {len(parts) - 3} more rank(s) failed" if len(parts) > 3 else ""
+    return "; ".join(parts[:3]) + more
+
+
+def _pid(ranks: Path, rank: int) -> str:
+    """A rank's pid from its first line (`rank 1 of 2 on host (pid 123, …) started`)."""
+    with contextlib.suppress(OSError, IndexError):
+        first = (ranks / f"rank-{rank}.log").read_text(encoding="utf-8").splitlines()[0]
+        return first.split("(pid ")[1].split(",")[0]
+    return "unknown"
+
+
 def rank_main(launch_path: Path) -> int:
-    """One rank under torchrun: join the group, train, rank 0 writes the result."""
+    """One rank under torchrun or mlx.launch: join the group, train, rank 0 writes the
+    result."""
     extras = json.loads(launch_path.read_text(encoding="utf-8"))
     run_dir = Path(extras["run_dir"])
     chosen = Placement(**extras["placement"], reason="chosen by the asset")
-    device = distributed.start(chosen.device)
-    placement = Placement(chosen.backend, device, chosen.dtype, chosen.reason)
+    if chosen.backend == "mlx":
+        distributed.start_mlx()
+        placement = chosen
+    else:
+        device = distributed.start(chosen.device)
+        placement = Placement(chosen.backend, device, chosen.dtype, chosen.reason)
     rank, world = distributed.rank_and_world()
     lines = run_dir / "ranks" / f"rank-{rank}.log"
     lines.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,11 @@ over ranks), so they agree to about 1e-6 relative in float32, not bit for bit.
 
 With one process nothing here runs: `rank_and_world()` is (0, 1) and the trainers take
 their one-process path, byte for byte as before.
+
+On MLX the ranks are started by `mlx.launch` (its ring backend, one machine) and join its
+group with `start_mlx`; `rank_and_world`, `any_rank` and `stop` then answer for that group,
+and the MLX trainer averages its gradients over it (`nn.average_gradients`). The shares and
+their weights are the same rules (`weighted_share`). mlx is imported only there.
 """
 
 from __future__ import annotations
@@ -33,12 +38,29 @@ T = TypeVar("T")
 # Rank 0 measures validation and renders samples while the others wait in the next step's
 # all-reduce: the group's timeout must outlast the longest of those.
 TIMEOUT = timedelta(hours=2)
+_mlx_group: Any = None  # this process's MLX group, where mlx.launch started it as one rank
+
+
+def start_mlx() -> Any:
+    """Join the ring group mlx.launch set up (its environment: MLX_RANK, MLX_HOSTFILE)."""
+    import mlx.core as mx
+
+    global _mlx_group
+    _mlx_group = mx.distributed.init(strict=True, backend="ring")
+    return _mlx_group
+
+
+def mlx_group() -> Any:
+    """This rank's MLX group; None outside mlx.launch (one process)."""
+    return _mlx_group
 
 
 def rank_and_world() -> tuple[int, int]:
     """(rank, world size) of this process; (0, 1) outside a process group."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
+    if _mlx_group is not None:
+        return _mlx_group.rank(), _mlx_group.size()
     return 0, 1
 
 
@@ -58,13 +80,26 @@ def start(device: str) -> str:
 
 
 def stop() -> None:
+    global _mlx_group
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    _mlx_group = None  # MLX has no call to leave a group: its sockets close with the process
 
 
 def share(items: Sequence[T] | torch.Tensor, rank: int, world: int) -> Any:
     """This rank's items of a global batch: `rank::world` (along dim 0 for a tensor)."""
     return items[rank::world]
+
+
+def weighted_share(count: int, rank: int, world: int) -> tuple[list[int], list[float]]:
+    """This rank's items of a global batch of `count` (`rank::world`) and the weight of each
+    in the loss it backpropagates: `world / count`, as `global_share` (the mean over the global
+    batch, times the world size an average over the ranks divides by). A rank with no item of
+    a short batch takes item 0 at weight 0, so it still joins the all-reduce."""
+    mine = list(range(rank, count, world))
+    if not mine:
+        return [0], [0.0]
+    return mine, [world / count] * len(mine)
 
 
 def global_share(local_sum: torch.Tensor, count: int, world: int) -> torch.Tensor:
@@ -82,6 +117,10 @@ def global_sum(value: torch.Tensor) -> float:
 
 def any_rank(flag: bool, device: str = "cpu") -> bool:
     """True where `flag` is true on any rank (each rank passes its own)."""
+    if _mlx_group is not None:
+        import mlx.core as mx
+
+        return bool(mx.distributed.all_max(mx.array([int(flag)]), group=_mlx_group).item())
     value = torch.tensor([int(bool(flag))], device=device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return bool(value.item())

@@ -30,7 +30,7 @@ class StableAudio3(Family):
     name, title, media = "stable-audio-3", "Stable Audio 3", "audio"
     default_base_model = "stable-audio-3"
     default_for_media = True
-    data_parallel = True  # on torch (DistributedDataParallel); MLX trains on one process
+    data_parallel = True  # torch: DistributedDataParallel; MLX: ranks under mlx.launch
     item_keys = ("path", "entry", "pieces")  # its latents and its prompt pieces
     config = ConfigSections(
         settings.Sa3Adapter, settings.Sa3Train, settings.Sa3Demo, check=settings.problems

@@ -9,6 +9,13 @@ MLX's AdamW with torch's defaults (betas 0.9/0.999, eps 1e-8, weight decay 0.01,
 correction on as torch always corrects) at the warmup-cosine schedule's lr of the update.
 Muon is on the torch backend only: an MLX run asked for Muon trains with AdamW, and its start
 line says so. The state holds the factors, MLX's optimizer state and the order generator.
+
+On several ranks under mlx.launch (`train.devices`, `tunesmith.train.distributed`) every rank
+walks the same window order and takes items `rank::world` of each window, each weighted by
+its share of the window's tokens times the world size; `nn.average_gradients` averages the
+summed gradients over the ranks (one all-reduce) before the clip and the update, and the
+window's loss is the sum of the ranks' parts. A rank with no item of a short window (the last
+of an epoch) runs the window's first item at weight 0, so it joins the all-reduce.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import json
 
 import mlx.core as mx
+import mlx.nn as nn
 import mlx.optimizers as mlx_optim
 import numpy as np
 import torch
@@ -25,6 +33,7 @@ from tunesmith.families.ace_step.planner.mlx_lm_backend import MlxPlannerLora
 from tunesmith.families.ace_step.planner.model import check_planner, load_tokenizer, planner_vocab
 from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
 from tunesmith.families.stable_audio_3.mlx.trainer import clip_global_norm
+from tunesmith.train import distributed
 from tunesmith.train.optimizers import OptimizerSettings
 from tunesmith.train.state import ResumeError, load_params, params_state
 from tunesmith.train.trainer import StepReport
@@ -34,6 +43,7 @@ class MlxPlannerTrainer(PlannerTrainer):
     """One planner run on MLX through mlx-lm (module docstring)."""
 
     backend = "mlx"
+    data_parallel = True  # under mlx.launch: each rank its items of a window (`_shared_step`)
 
     def _load(self, placement) -> None:
         check_planner(self.planner_folder)
@@ -72,6 +82,8 @@ class MlxPlannerTrainer(PlannerTrainer):
         batch = self.window_examples(window, epoch)
         tokens = sum(e.answer_tokens for e in batch)
         lr = self._lr()
+        if distributed.mlx_group() is not None:
+            return self._shared_step(batch, tokens, epoch, ends_epoch, lr)
         summed, total = None, 0.0
         for example in batch:
             loss, grads = self.lora.loss_and_grad([example])
@@ -83,6 +95,34 @@ class MlxPlannerTrainer(PlannerTrainer):
             summed = grads if summed is None else tree_map(lambda a, b: a + b, summed, grads)
             total += share * value
         clipped, norm = clip_global_norm(summed, cfg.grad_clip)
+        self.optimizer.learning_rate = mx.array(lr, dtype=mx.float32)
+        self.optimizer.update(self.lora.model, clipped)
+        mx.eval(self.lora.model.parameters(), self.optimizer.state)
+        self.updates += 1
+        fields = {"lr": lr, "grad_norm": float(norm.item()), "tokens": float(tokens)}
+        stop = self._epoch_end(total, ends_epoch, fields)
+        return StepReport(total, 0.0, epoch, fields, stop)
+
+    def _shared_step(self, batch, tokens: int, epoch: int, ends_epoch: bool, lr: float):
+        """`step` on one rank of several: this rank's items of the window (module docstring).
+        A non-finite loss on any rank makes the window's loss non-finite on every rank, and
+        none of them updates."""
+        group = distributed.mlx_group()
+        world = group.size()
+        mine, weights = distributed.weighted_share(len(batch), group.rank(), world)
+        summed, part = None, 0.0
+        for index, weight in zip(mine, weights, strict=True):
+            example = batch[index]
+            loss, grads = self.lora.loss_and_grad([example])
+            share = example.answer_tokens / tokens if weight else 0.0  # weight 0: a stand-in
+            grads = tree_map(lambda g, s=share * world: g * s, grads)
+            summed = grads if summed is None else tree_map(lambda a, b: a + b, summed, grads)
+            part += share * loss.item()
+        total = mx.distributed.all_sum(mx.array(part, dtype=mx.float32), group=group).item()
+        if not np.isfinite(total):
+            return StepReport(total, 0.0, epoch)
+        summed = nn.average_gradients(summed, group)
+        clipped, norm = clip_global_norm(summed, self.run.train.grad_clip)
         self.optimizer.learning_rate = mx.array(lr, dtype=mx.float32)
         self.optimizer.update(self.lora.model, clipped)
         mx.eval(self.lora.model.parameters(), self.optimizer.state)

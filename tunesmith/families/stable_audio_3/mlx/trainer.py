@@ -23,6 +23,13 @@ learning rate is one more array: the schedule's value for the step (computed in 
 same `tunesmith.train.schedules` function the torch trainer's LambdaLR calls) is written into
 the optimizer's state before each call, and the state is a captured input.
 
+On several ranks under mlx.launch (`train.devices`, `tunesmith.train.distributed`): every rank
+draws the whole global batch as above and steps on items `rank::world` of it, each weighted
+`world / count` (`distributed.weighted_share`); the compiled step averages the gradients over
+the ranks (`nn.average_gradients`, one all-reduce) before clipping and the update, so every
+rank applies the one-process update of the global batch up to float32 rounding, and the loss
+it returns is the global batch's mean. With one process the step is the one above, unchanged.
+
 Not handled: conv adapters (see `mlx_lora`), gradient checkpointing, demos rendered in MLX
 (`render_samples` loads the adapter onto the torch pipeline and renders there), loss scaling
 (MLX has no GradScaler; a float16 MLX placement trains without one, the automatic placement
@@ -31,6 +38,7 @@ picks bfloat16, which needs none).
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from pathlib import Path
 
@@ -51,6 +59,7 @@ from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx.model import cross_attention_context
 from tunesmith.families.stable_audio_3.timesteps import FullShift
 from tunesmith.families.stable_audio_3.train import DEFAULT_INCLUDE, Objective, UnderfitTrainer
+from tunesmith.train import distributed
 from tunesmith.train.config import RunConfig
 from tunesmith.train.state import ResumeError, params_state
 from tunesmith.train.trainer import StepReport
@@ -108,6 +117,11 @@ def _mean_loss(modules, *inputs) -> mx.array:
     return per_sample_loss(modules, *inputs).mean()
 
 
+def _weighted_loss(modules, weights, *inputs) -> mx.array:
+    """A rank's part of the global batch's loss, times the world size: Σ w_i·loss_i."""
+    return (per_sample_loss(modules, *inputs) * weights).sum()
+
+
 def loss_and_grads(modules: SA3Modules, *inputs: mx.array) -> tuple[mx.array, dict]:
     """(batch-mean loss, gradients of the trainable parameters), uncompiled: for checks."""
     return nn.value_and_grad(modules, _mean_loss)(modules, *inputs)
@@ -136,14 +150,21 @@ def adamw(train) -> mlx_optim.AdamW:
     )
 
 
-def make_step(modules: SA3Modules, optimizer: mlx_optim.Optimizer, grad_clip: float = 0.0):
+def make_step(
+    modules: SA3Modules, optimizer: mlx_optim.Optimizer, grad_clip: float = 0.0, group=None
+):
     """The compiled training step: (x0, noise, t, embeds, prompt_mask, seconds, drop,
     frame_mask) → (mean loss, grad norm after clipping, parameter norm before the update).
 
     `grad_clip` (0 = off) is fixed when the step is built. The step draws no random numbers;
     MLX's random state is captured anyway, as mlx's compile docs ask of any step that might.
+
+    With `group` (one rank of several) the first argument is the weights of this rank's items
+    (`distributed.weighted_share`); the gradients are averaged over the group before clipping,
+    and the loss returned is the global batch's mean (the ranks' weighted sums, summed, over
+    the world size).
     """
-    value_and_grad = nn.value_and_grad(modules, _mean_loss)
+    value_and_grad = nn.value_and_grad(modules, _mean_loss if group is None else _weighted_loss)
     # Moments made now, outside the trace: made lazily inside it, they would be placeholders.
     optimizer.init(modules.trainable_parameters())
     state = [modules.state, optimizer.state, mx.random.state]
@@ -153,6 +174,9 @@ def make_step(modules: SA3Modules, optimizer: mlx_optim.Optimizer, grad_clip: fl
         run.traces += 1  # Python runs here only while MLX traces the step
         magnitude = _global_norm(modules.trainable_parameters())
         loss, grads = value_and_grad(modules, *inputs)
+        if group is not None:
+            grads = nn.average_gradients(grads, group)
+            loss = mx.distributed.all_sum(loss, group=group) / group.size()
         if grad_clip > 0:
             grads, _ = clip_global_norm(grads, grad_clip)
         optimizer.update(modules, grads)
@@ -206,7 +230,8 @@ class MLXObjective:
         self._text: dict[str, tuple[mx.array, mx.array]] = {}
         self.optimizer = adamw(run.train)
         self.schedule, self.schedule_step = optim.lr_schedule(run.train), 0
-        self._step = make_step(self.modules, self.optimizer, run.train.grad_clip)
+        self.group = distributed.mlx_group()  # None on one process
+        self._step = make_step(self.modules, self.optimizer, run.train.grad_clip, self.group)
 
     def _adopt_torch_init(self) -> None:
         """A as the torch path draws it (same seed, same order); B zero; m from the MLX
@@ -270,11 +295,15 @@ class MLXObjective:
         """The learning rate of optimizer step `step` (0-based): the peak times the schedule."""
         return self.run.train.lr * self.schedule(step)
 
-    def step(self, batch: Batch, prompts, t, noise, drop) -> tuple[float, float, float]:
+    def step(self, batch: Batch, prompts, t, noise, drop, weights=None) -> tuple[float, ...]:
         """One compiled optimizer step: (loss, grad norm after clipping, adapter norm before),
-        at the schedule's lr for this step; the schedule then moves on, as torch's LambdaLR."""
+        at the schedule's lr for this step; the schedule then moves on, as torch's LambdaLR.
+        `weights`: those of a rank's items, on one rank of several."""
         self.optimizer.learning_rate = self.lr(self.schedule_step)  # an array in the state
-        loss, grad_norm, magnitude = self._step(*self.inputs(batch, prompts, t, noise, drop))
+        inputs = self.inputs(batch, prompts, t, noise, drop)
+        if self.group is not None:
+            inputs = (mx.array(weights, dtype=mx.float32), *inputs)
+        loss, grad_norm, magnitude = self._step(*inputs)
         self.schedule_step += 1
         return loss.item(), grad_norm.item(), magnitude.item()
 
@@ -321,12 +350,15 @@ class MLXObjective:
         self.optimizer.state = tree_unflatten(flat)
         mx.eval(self.optimizer.state)
         # The compiled step captured the old state dict: build it again around the new one.
-        self._step = make_step(self.modules, self.optimizer, self.run.train.grad_clip)
+        self._step = make_step(self.modules, self.optimizer, self.run.train.grad_clip, self.group)
 
 
 class MlxTrainer(UnderfitTrainer):
     """Stable Audio 3 on MLX: the torch trainer's draws, validation, files and identity
-    (`UnderfitTrainer`), the update in MLX's compiled step."""
+    (`UnderfitTrainer`), the update in MLX's compiled step. On several ranks under mlx.launch
+    each takes its share of the global batch's draws (module docstring)."""
+
+    data_parallel = True
 
     def __init__(self, run, base_model, encoded, run_dir, placement, metadata) -> None:
         super().__init__(run, base_model, encoded, run_dir, metadata)
@@ -336,11 +368,25 @@ class MlxTrainer(UnderfitTrainer):
 
     def step(self) -> StepReport:
         d = self.draws.next()
-        value, grad_norm, magnitude = self.objective.step(d.batch, d.prompts, d.t, d.noise, d.drop)
+        if self.objective.group is None:
+            value, grad_norm, magnitude = self.objective.step(
+                d.batch, d.prompts, d.t, d.noise, d.drop
+            )
+        else:
+            value, grad_norm, magnitude = self._shared_step(d)
         # The lr the next step will use, as the torch trainer (and underfit) logs it.
         lr = self.objective.lr(self.objective.schedule_step)
         fields = {"lr": lr, "grad_norm": grad_norm, "lora_magnitude": magnitude}
         return StepReport(value, d.t.float().mean().item(), self.draws.epoch, fields)
+
+    def _shared_step(self, d) -> tuple[float, float, float]:
+        """On one rank of several: the step on this rank's items of the global batch's draws
+        (the same draws on every rank), weighted so the ranks' average is the global mean."""
+        rank, world = distributed.rank_and_world()
+        mine, weights = distributed.weighted_share(d.t.shape[0], rank, world)
+        batch = Batch(*(_take(getattr(d.batch, f.name), mine) for f in dataclasses.fields(Batch)))
+        picked = (_take(x, mine) for x in (d.prompts, d.t, d.noise, d.drop))
+        return self.objective.step(batch, *picked, weights=weights)
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         tensors, document = self.draws.state()
@@ -367,3 +413,10 @@ class MlxTrainer(UnderfitTrainer):
         saved = {"state": {0: moments}, "param_groups": [{"backend": "mlx"}]}
         self.objective.load_optimizer_state(saved, params)
         self.draws.load_state(tensors, document)
+
+
+def _take(items, indices: list[int]):
+    """`items` at `indices`: rows of a tensor, elements of a list."""
+    if isinstance(items, torch.Tensor):
+        return items[indices]
+    return [items[i] for i in indices]
