@@ -240,22 +240,13 @@ def _free_ports(count: int) -> int:
 def _failed_mlx(failed: dict[int, int | None], ranks: Path) -> str:
     """`_failed` for mlx.launch: a rank's own reason first, then the others in the order they
     ended (the rank that failed first, then those ended in its wake)."""
-    own = {r: ranks / f"rank-{r}.error" for r in failed}
-    own = {r: p.read_text(encoding="utf-8") for r, p in own.items() if p.exists()}
-    parts = []
-    for rank in sorted(failed, key=lambda r: r not in own):  # stable: the order of ending
-        code = failed[rank]
-        if rank in own:
-            how = f"stopped: {own[rank]}"
-        elif code is None:
-            how = "was ended by mlx.launch"
-        elif code < 0:
-            how = f"was ended by {signal.Signals(-code).name}"
-        else:
-            how = f"exited with code {code} (its traceback is in the run's log)"
-        parts.append(f"training rank {rank} (local rank {rank}, pid {_pid(ranks, rank)}) {how}")
-    more = f"; {len(parts) - 3} more rank(s) failed" if len(parts) > 3 else ""
-    return "; ".join(parts[:3]) + more
+    own = _own_reasons(ranks, failed)
+    parts = [
+        f"training rank {rank} (local rank {rank}, pid {_pid(ranks, rank)}) "
+        + _how(own.get(rank), failed[rank])
+        for rank in sorted(failed, key=lambda r: r not in own)  # stable: the order of ending
+    ]
+    return _one_line(parts)
 
 
 def _pid(ranks: Path, rank: int) -> str:
@@ -362,23 +353,39 @@ def _failed(exc, ranks: Path) -> str:
     """Which rank failed and how, in one line: a rank's own reason where it wrote one, else a
     signal that ended it, else its exit code; the ranks that failed in its wake after it."""
     failures = exc.failures
-    own = {r: ranks / f"rank-{r}.error" for r in failures}
-    own = {r: p.read_text(encoding="utf-8") for r, p in own.items() if p.exists()}
+    own = _own_reasons(ranks, failures)
 
     def order(rank: int) -> tuple[int, float, int]:
         f = failures[rank]
         return (0 if rank in own else 1 if f.exitcode < 0 else 2), f.timestamp, rank
 
-    parts = []
-    for rank in sorted(failures, key=order):
-        f = failures[rank]
-        if rank in own:
-            how = f"stopped: {own[rank]}"
-        elif f.exitcode < 0:
-            how = f"was ended by {f.signal_name()}"
-        else:
-            how = f"exited with code {f.exitcode} (its traceback is in the run's log)"
-        parts.append(f"training rank {rank} (local rank {f.local_rank}, pid {f.pid}) {how}")
+    parts = [
+        f"training rank {rank} (local rank {f.local_rank}, pid {f.pid}) "
+        + _how(own.get(rank), f.exitcode)
+        for rank, f in ((r, failures[r]) for r in sorted(failures, key=order))
+    ]
+    return _one_line(parts)
+
+
+def _own_reasons(ranks: Path, which) -> dict[int, str]:
+    """The reasons the ranks `which` wrote before they stopped (`rank-<r>.error`)."""
+    own = {r: ranks / f"rank-{r}.error" for r in which}
+    return {r: p.read_text(encoding="utf-8") for r, p in own.items() if p.exists()}
+
+
+def _how(own: str | None, code: int | None) -> str:
+    """How one rank ended: its own reason, else the signal or exit code (None: mlx.launch ended
+    it without saying how)."""
+    if own is not None:
+        return f"stopped: {own}"
+    if code is None:
+        return "was ended by mlx.launch"
+    if code < 0:
+        return f"was ended by {signal.Signals(-code).name}"
+    return f"exited with code {code} (its traceback is in the run's log)"
+
+
+def _one_line(parts: list[str]) -> str:
     more = f"; {len(parts) - 3} more rank(s) failed" if len(parts) > 3 else ""
     return "; ".join(parts[:3]) + more
 

@@ -36,6 +36,23 @@ def write_image(path: Path, size=(64, 48), colour=(200, 80, 40)) -> Path:
     return path
 
 
+def tree_bytes(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` by its relative path, with its bytes."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+
+
+def refuse_model(*args, **kwargs):
+    """Stands where a stage's own process must not load a model (its workers load it)."""
+    raise AssertionError("the stage's own process loaded the model")
+
+
+def no_pool_tasks(function, tasks):
+    """Stands for the worker pool where there must be nothing left to encode."""
+    assert not tasks, f"tasks for the processes: {tasks}"
+    return []
+
+
 @pytest.fixture
 def storage(tmp_path: Path) -> StorageResource:
     for name in ("datasets", "out", "store", "models"):

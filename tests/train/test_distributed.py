@@ -168,11 +168,17 @@ def test_two_ranks_train_what_one_process_trains(family, tiny_sdxl, tiny_sa3, sd
 
 
 def test_a_killed_rank_is_named_and_the_next_run_resumes(tiny_sa3, sa3_items, tmp_path):
-    run_dir = tmp_path / "run"
+    killed_rank_resumes(tiny_sa3, sa3_items, tmp_path / "run", extras, one_process)
+
+
+def killed_rank_resumes(model: Path, items, run_dir: Path, extras, one_process) -> None:
+    """Rank 1 of a two-rank Stable Audio 3 run killed once a state is saved: the run fails
+    naming the rank; the next run resumes on two ranks, and one process is refused. `extras`
+    and `one_process` are the backend's (torch here, MLX in test_mlx_distributed.py)."""
     run_dir.mkdir()
-    raw = raw_run("stable-audio-3", tiny_sa3, devices=2, steps=400, checkpoint_every=2,
+    raw = raw_run("stable-audio-3", model, devices=2, steps=400, checkpoint_every=2,
                   eval_every=1000)  # fmt: skip
-    (run_dir / "launch.json").write_text(json.dumps(extras(raw, tiny_sa3, sa3_items, run_dir)))
+    (run_dir / "launch.json").write_text(json.dumps(extras(raw, model, items, run_dir)))
     child = subprocess.Popen(
         [sys.executable, "-m", "pipelines.train_child", "--node-rank", "0",
          str(run_dir / "launch.json")],
@@ -188,8 +194,8 @@ def test_a_killed_rank_is_named_and_the_next_run_resumes(tiny_sa3, sa3_items, tm
     saved = sorted(int(p.name.split("=")[1]) for p in (run_dir / "state").glob("step=*"))
     assert saved and saved[-1] < 400
 
-    again = extras({**raw, "train": {**raw["train"], "steps": saved[-1] + 2}}, tiny_sa3,
-                   sa3_items, run_dir)  # fmt: skip
+    again = extras({**raw, "train": {**raw["train"], "steps": saved[-1] + 2}}, model, items,
+                   run_dir)  # fmt: skip
     lines: list[str] = []
     train_child.launch(again, 0, lines.append)
     result = json.loads((run_dir / "result.json").read_text())
@@ -197,7 +203,7 @@ def test_a_killed_rank_is_named_and_the_next_run_resumes(tiny_sa3, sa3_items, tm
     assert any(line.startswith(f"resuming r from step {saved[-1]}") for line in lines), lines
     with pytest.raises(ResumeError, match=r"trained on 2 process\(es\), this run has 1"):
         one_process({**raw, "train": {**raw["train"], "devices": 1, "steps": saved[-1] + 4}},
-                    tiny_sa3, sa3_items, run_dir)  # fmt: skip
+                    model, items, run_dir)  # fmt: skip
 
 
 def test_a_state_of_one_process_does_not_resume_on_two(tiny_sa3, sa3_items, tmp_path):

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -30,11 +27,9 @@ from tests.families.ace_step.planner.test_planner_trainer import (  # noqa: F401
 )
 from tests.train.test_distributed import (  # noqa: F401 (fixtures)
     LINEAGE,
-    ROOT,
     STEPS,
-    _pid_once_saved,
-    _wait_for,
     assert_close,
+    killed_rank_resumes,
     losses,
     one_thread,
     raw_run,
@@ -47,7 +42,6 @@ from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3.mlx.trainer import MlxTrainer
 from tunesmith.train import loop
 from tunesmith.train.config import ConfigError, resolve_run
-from tunesmith.train.state import ResumeError
 from tunesmith.train.trainer import TrainingError
 
 pytestmark = [
@@ -109,36 +103,7 @@ def test_two_mlx_ranks_train_what_one_mlx_process_trains(tiny_sa3, clips, tmp_pa
 
 
 def test_a_killed_mlx_rank_is_named_and_the_next_run_resumes(tiny_sa3, clips, tmp_path):
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    raw = raw_run("stable-audio-3", tiny_sa3, devices=2, steps=400, checkpoint_every=2,
-                  eval_every=1000)  # fmt: skip
-    (run_dir / "launch.json").write_text(json.dumps(extras(raw, tiny_sa3, clips, run_dir)))
-    child = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.train_child", "--node-rank", "0",
-         str(run_dir / "launch.json")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    rank1 = _wait_for(lambda: _pid_once_saved(run_dir), child)
-    os.kill(rank1, signal.SIGSTOP)  # rank 0 waits for it in the next all-reduce
-    os.kill(rank1, signal.SIGKILL)
-    out, err = child.communicate(timeout=120)
-    assert child.returncode == 1, out[-2000:] + err[-3000:]
-    assert f"training rank 1 (local rank 1, pid {rank1}) was ended by SIGKILL" in err, err[-3000:]
-    saved = sorted(int(p.name.split("=")[1]) for p in (run_dir / "state").glob("step=*"))
-    assert saved and saved[-1] < 400
-
-    again = extras({**raw, "train": {**raw["train"], "steps": saved[-1] + 2}}, tiny_sa3, clips,
-                   run_dir)  # fmt: skip
-    lines: list[str] = []
-    train_child.launch(again, 0, lines.append)
-    result = json.loads((run_dir / "result.json").read_text())
-    assert result["resumed_from"] == saved[-1] and result["steps"] == saved[-1] + 2
-    assert any(line.startswith(f"resuming r from step {saved[-1]}") for line in lines), lines
-    with pytest.raises(ResumeError, match=r"trained on 2 process\(es\), this run has 1"):
-        one_process({**raw, "train": {**raw["train"], "devices": 1, "steps": saved[-1] + 4}},
-                    tiny_sa3, clips, run_dir)  # fmt: skip
+    killed_rank_resumes(tiny_sa3, clips, tmp_path / "run", extras, one_process)
 
 
 def test_a_state_of_one_mlx_process_does_not_resume_on_two(tiny_sa3, clips, tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import write_clip
+from tests.conftest import no_pool_tasks, refuse_model, tree_bytes, write_clip
 from tests.families.ace_step.conftest import RUN_TOML, write_dataset
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
@@ -28,21 +28,6 @@ CPU = Placement("torch", "cpu", "float32", "tests")
 # a second run with its own trigger: its own captions, the same lyrics
 SECOND_RUN = RUN_TOML.split("[[runs]]")[1].replace('"unit"', '"other"\ntrigger = "wvb"')
 STORE_PATHS = ("latents", "caption_states", "lyrics_states")
-
-
-def files(folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` by its relative path, with its bytes."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
-
-
-def refuse(*args, **kwargs):
-    raise AssertionError("the stage's own process loaded the model")
-
-
-def no_tasks(function, tasks):
-    assert not tasks, f"tasks for the processes: {tasks}"
-    return []
 
 
 def test_two_workers_write_what_one_writes(tiny_ace_step, tmp_path, monkeypatch):
@@ -65,7 +50,7 @@ def test_two_workers_write_what_one_writes(tiny_ace_step, tmp_path, monkeypatch)
         return stage.build_encoded(request)
 
     one = build("one", 1)
-    monkeypatch.setattr(stage.model, "load_pipeline", refuse)  # loaded in the processes only
+    monkeypatch.setattr(stage.model, "load_pipeline", refuse_model)  # loaded in the processes only
     two = build("two", 2)
     for built in (one, two):
         result = built.result
@@ -85,13 +70,13 @@ def test_two_workers_write_what_one_writes(tiny_ace_step, tmp_path, monkeypatch)
             assert Path(a).relative_to(tmp_path / "store-one") == Path(b).relative_to(
                 tmp_path / "store-two"
             )
-    outputs = files(tmp_path / "out-one")
-    assert len(outputs) == 2 * 5 and outputs == files(tmp_path / "out-two")
+    outputs = tree_bytes(tmp_path / "out-one")
+    assert len(outputs) == 2 * 5 and outputs == tree_bytes(tmp_path / "out-two")
     for key in one.keys:  # item.safetensors, item.json, value.json; text.safetensors
-        entry = files(Store(tmp_path / "store-one").path(key))
-        assert entry and entry == files(Store(tmp_path / "store-two").path(key)), key
+        entry = tree_bytes(Store(tmp_path / "store-one").path(key))
+        assert entry and entry == tree_bytes(Store(tmp_path / "store-two").path(key)), key
 
-    monkeypatch.setattr(stage, "pool", lambda workers: nullcontext(no_tasks))
+    monkeypatch.setattr(stage, "pool", lambda workers: nullcontext(no_pool_tasks))
     (folder / "blip.wav").unlink()  # else a process tries it again
     again = build("two", 2).result
     assert (again.computed, again.cached, again.extra["texts_computed"]) == (0, 5, 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import write_clip
+from tests.conftest import no_pool_tasks, refuse_model, tree_bytes, write_clip
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
@@ -21,21 +21,6 @@ from tunesmith.store import Store
 
 pytestmark = pytest.mark.slow
 CPU = Placement("torch", "cpu", "float32", "test")
-
-
-def files(folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` by its relative path, with its bytes."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
-
-
-def refuse(*args, **kwargs):
-    raise AssertionError("the stage's own process loaded the model")
-
-
-def no_tasks(function, tasks):
-    assert not tasks, f"tasks for the processes: {tasks}"
-    return []
 
 
 def here(workers):
@@ -73,7 +58,7 @@ def test_two_workers_write_what_one_writes(tiny_sa3, tmp_path, monkeypatch):
         build("here", 2)
     assert batches == once[0::2] + once[1::2]  # the first process's batches, then the second's
 
-    monkeypatch.setattr(stage.model, "load_pipeline", refuse)  # loaded in the processes only
+    monkeypatch.setattr(stage.model, "load_pipeline", refuse_model)  # loaded in the processes only
     two = build("two", 2)
     assert (one.result.computed, one.result.cached) == (6, 1)
     assert [(s.path, s.reason) for s in one.result.skipped] == [
@@ -90,13 +75,13 @@ def test_two_workers_write_what_one_writes(tiny_sa3, tmp_path, monkeypatch):
             assert Path(a).relative_to(tmp_path / "out-one") == Path(b).relative_to(
                 tmp_path / "out-two"
             )
-    outputs = files(tmp_path / "out-one")
-    assert len(outputs) == 2 * 7 + 1 and outputs == files(tmp_path / "out-two")
+    outputs = tree_bytes(tmp_path / "out-one")
+    assert len(outputs) == 2 * 7 + 1 and outputs == tree_bytes(tmp_path / "out-two")
     for key in one.keys:  # latents and value.json, the prompts' text.safetensors, details
-        entry = files(Store(tmp_path / "store-one").path(key))
-        assert entry and entry == files(Store(tmp_path / "store-two").path(key)), key
+        entry = tree_bytes(Store(tmp_path / "store-one").path(key))
+        assert entry and entry == tree_bytes(Store(tmp_path / "store-two").path(key)), key
 
-    monkeypatch.setattr(stage, "pool", lambda workers: nullcontext(no_tasks))
+    monkeypatch.setattr(stage, "pool", lambda workers: nullcontext(no_pool_tasks))
     (folder / "blip.wav").unlink()  # else a process tries it again
     manifest, _ = build_manifest(folder, tmp_path / "hashes.json")
     again = build("two", 2)

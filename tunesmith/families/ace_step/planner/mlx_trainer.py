@@ -76,7 +76,6 @@ class MlxPlannerTrainer(PlannerTrainer):
     # --- the step ------------------------------------------------------------------------------
 
     def step(self) -> StepReport:
-        cfg = self.run.train
         window, ends_epoch = self.order.next_window()
         epoch = self.order.epoch
         batch = self.window_examples(window, epoch)
@@ -94,14 +93,7 @@ class MlxPlannerTrainer(PlannerTrainer):
             grads = tree_map(lambda g, s=share: g * s, grads)
             summed = grads if summed is None else tree_map(lambda a, b: a + b, summed, grads)
             total += share * value
-        clipped, norm = clip_global_norm(summed, cfg.grad_clip)
-        self.optimizer.learning_rate = mx.array(lr, dtype=mx.float32)
-        self.optimizer.update(self.lora.model, clipped)
-        mx.eval(self.lora.model.parameters(), self.optimizer.state)
-        self.updates += 1
-        fields = {"lr": lr, "grad_norm": float(norm.item()), "tokens": float(tokens)}
-        stop = self._epoch_end(total, ends_epoch, fields)
-        return StepReport(total, 0.0, epoch, fields, stop)
+        return self._update(summed, lr, tokens, total, epoch, ends_epoch)
 
     def _shared_step(self, batch, tokens: int, epoch: int, ends_epoch: bool, lr: float):
         """`step` on one rank of several: this rank's items of the window (module docstring).
@@ -122,7 +114,12 @@ class MlxPlannerTrainer(PlannerTrainer):
         if not np.isfinite(total):
             return StepReport(total, 0.0, epoch)
         summed = nn.average_gradients(summed, group)
-        clipped, norm = clip_global_norm(summed, self.run.train.grad_clip)
+        return self._update(summed, lr, tokens, total, epoch, ends_epoch)
+
+    def _update(self, grads, lr: float, tokens: int, total: float, epoch: int,
+                ends_epoch: bool) -> StepReport:  # fmt: skip
+        """The window's summed gradients clipped at `grad_clip`, AdamW's update at `lr`."""
+        clipped, norm = clip_global_norm(grads, self.run.train.grad_clip)
         self.optimizer.learning_rate = mx.array(lr, dtype=mx.float32)
         self.optimizer.update(self.lora.model, clipped)
         mx.eval(self.lora.model.parameters(), self.optimizer.state)
