@@ -197,17 +197,18 @@ class AceStepTrainer:
     def _shared_step(self, crops, w, t, epoch: int, ends_epoch: bool, lr: float) -> StepReport:
         """`step` on one rank of several: this rank's crops of the window through DDP."""
         cfg, (rank, world) = self.run.train, distributed.rank_and_world()
-        k = len(crops)
-        mine = [(c, wi / k, 1) for c, wi in zip(crops, w.tolist(), strict=True)][rank::world]
-        mine = mine or [(crops[0], 0.0, 0)]  # a short window: a crop at weight 0 joins the sum
+        k, weights = len(crops), w.tolist()
+        # This rank's crops, each at world / k (a short window: crop 0 at 0 joins the sum).
+        mine, scales = distributed.weighted_share(k, rank, world)
         parts = torch.zeros(2, dtype=torch.float64)  # Σ w_i/k·loss_i and Σ loss_i/k, here
-        for index, (crop, share, counted) in enumerate(mine):
-            last = index == len(mine) - 1
+        for n, (index, scale) in enumerate(zip(mine, scales, strict=True)):
+            last = n == len(mine) - 1
             with contextlib.nullcontext() if last else self.replica.no_sync():
-                loss = self.replica(crop)
-                (loss * (share * world)).backward()  # DDP divides the sum by the world size
-            value = float(loss.detach()) * counted
-            parts += torch.tensor([share * value, value / k], dtype=torch.float64)
+                loss = self.replica(crops[index])
+                # DDP divides the summed gradients by the world size: scale is w_i/k × world
+                (loss * (weights[index] * scale)).backward()
+            value = float(loss.detach()) * (scale > 0)
+            parts += torch.tensor([weights[index] / k * value, value / k], dtype=torch.float64)
         parts = parts.to(self.device if str(self.device).startswith("cuda") else "cpu")
         torch.distributed.all_reduce(parts)
         total, raw = float(parts[0]), float(parts[1])
