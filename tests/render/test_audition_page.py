@@ -328,8 +328,16 @@ def open_page(driver, folder: Path, make=make_page) -> dict:
     driver.get_log("browser")  # drop what earlier pages logged
     driver.get(page.as_uri())
     driver.execute_script("window.localStorage.clear()")
-    driver.refresh()
+    reload(driver)
     return spec
+
+
+def reload(driver) -> None:
+    """Reload the page and wait until the new one has run its script: chromedriver's refresh
+    can return while the new document is still being parsed (seen on a loaded machine)."""
+    driver.execute_script("window.beforeReload = true")
+    driver.refresh()
+    wait_for(driver, "return !window.beforeReload && document.readyState === 'complete'")
 
 
 def wait_for(driver, script: str, timeout: float = 10.0):
@@ -419,7 +427,7 @@ def test_blind_choices_survive_a_reload_and_are_exported(browser, tmp_path, make
         article = browser.find_element(By.CSS_SELECTOR, f'article[data-prompt-id="{pid}"]')
         article.find_element(By.CSS_SELECTOR, f'button[data-choice="{choice}"]').click()
 
-    browser.refresh()
+    reload(browser)
     assert "blind" in browser.find_element(By.TAG_NAME, "body").get_attribute("class")
     shown = browser.execute_script(
         "return [...document.querySelectorAll('article.prompt')].map(el => {"
