@@ -1,9 +1,11 @@
 """The building process of `tunesmith run`: `python -m pipelines.build DATASET...`.
 
-It materializes the `build_dataset` job for each dataset in this process (the code path the
-UI's runs take), tagging each run with this process's id so a later build can tell a killed
-run from a live one, and prints a summary made from the run's own events: two builds at once
-each report what they did, not what the other did.
+First it fails the runs a killed build left unfinished (freeing their pool slots) and
+registers the datasets as partitions; then it materializes the `build_dataset` job for each
+dataset in this process (the code path the UI's runs take), tagging each run with this
+process's id so a later build can tell a killed run from a live one, and prints a summary made
+from the run's own events: two builds at once each report what they did, not what the other
+did.
 
 `tunesmith run` starts it as a child and stays responsive to SIGTERM and SIGINT itself (Dagster
 defers interrupts inside a run to its own checkpoints); see `pipelines.operations`.
@@ -15,8 +17,9 @@ import sys
 
 import dagster as dg
 
+from assets.common import datasets as datasets_partitions
 from pipelines.definitions import ASSETS, defs
-from pipelines.instance import launcher_tags, open_instance, watch_pool
+from pipelines.instance import launcher_tags, open_instance, reap_dead_runs, watch_pool
 from resources.storage import StorageResource
 
 # Dagster's console logger prints every engine event, and a failed step's whole stack; the
@@ -27,6 +30,8 @@ STAGES = [a.key.to_user_string() for a in ASSETS]  # in dependency order
 
 def build(keys: list[str]) -> int:
     instance = open_instance()
+    reap_dead_runs(instance, say=lambda line: print(line, flush=True))
+    instance.add_dynamic_partitions(datasets_partitions.name, keys)
     job = defs.resolve_job_def("build_dataset")
     failed = 0
     for key in keys:

@@ -1,7 +1,8 @@
 """`tunesmith run`, `verify` and `ui`: what the command does before and around a build.
 
-Kept light (no model libraries are imported here): the build itself runs in a child process
-(`pipelines.build`) that loads the definitions.
+Kept light: no model library and, on the way to a build, not Dagster either. The build runs in
+a child process (`pipelines.build`) that imports Dagster, opens the instance and loads the
+definitions; doing that twice, here and there, cost a no-change `tunesmith run` two seconds.
 """
 
 from __future__ import annotations
@@ -14,12 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-import dagster as dg
 import psutil
 
-from assets.common import datasets as datasets_partitions
-from pipelines.instance import open_instance, reap_dead_runs
-from resources.storage import StorageResource
+from tunesmith.config import Roots
 from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.report import read_report
 from tunesmith.store import Store
@@ -28,7 +26,7 @@ from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
 
 
 def _select(names: list[str]) -> dict[str, object]:
-    folders = dataset_folders(StorageResource().roots().datasets)
+    folders = dataset_folders(Roots.from_env().datasets)
     by_name = {path.name: key for key, path in folders.items()}
     if not names:
         return folders
@@ -44,13 +42,14 @@ def _select(names: list[str]) -> dict[str, object]:
 def run(names: list[str]) -> int:
     """Build the datasets in a child process (`pipelines.build`) and supervise it.
 
-    Before anything runs, runs left unfinished by a killed build are failed and their pool
-    slots freed, and temporary store entries of dead writers removed. SIGTERM and SIGINT reach
-    the child and, if it has not stopped within a grace period, its whole process tree is
-    killed; either way the run is closed and the command exits with 128 + the signal.
+    Before anything runs, temporary store entries of dead writers are removed, and the child,
+    before its first run, fails the runs a killed build left unfinished and frees their pool
+    slots. SIGTERM and SIGINT reach the child and, if it has not stopped within a grace period,
+    its whole process tree is killed; either way the run is closed and the command exits with
+    128 + the signal.
     """
     folders = _select(names)
-    roots = StorageResource().roots()
+    roots = Roots.from_env()
     if not folders:
         print(f"no datasets under {roots.datasets}")
         return 1
@@ -62,14 +61,11 @@ def run(names: list[str]) -> int:
     folders = {key: folder for key, folder in folders.items() if key not in bad}
     if not folders:
         return 1
-    instance = open_instance()
-    reap_dead_runs(instance)
     swept = Store(roots.store).sweep()
     swept += [p for key in folders for p in sweep_tree(roots.dataset_out(key))]
     if swept:
         print(f"removed {len(swept)} temporary files left by a killed build")
-    instance.add_dynamic_partitions(datasets_partitions.name, list(folders))
-    code = _supervise([sys.executable, "-m", "pipelines.build", *folders], instance)
+    code = _supervise([sys.executable, "-m", "pipelines.build", *folders])
     pages = [p for key in folders for p in read_report(roots.dataset_out(key)).get("auditions", [])]
     if pages and code == 0:
         print("audition pages (open in a browser):")
@@ -91,7 +87,7 @@ def check(names: list[str]) -> int:
     """Validate each dataset's runs and base models without building anything."""
     from tunesmith import families
 
-    roots, problems = StorageResource().roots(), 0
+    roots, problems = Roots.from_env(), 0
     for key, folder in _select(names).items():
         print(f"== {key} ({folder})")
         try:
@@ -114,7 +110,7 @@ def check(names: list[str]) -> int:
 GRACE_SECONDS = 20.0  # how long a signalled build may take to close its run before a kill
 
 
-def _supervise(command: list[str], instance: dg.DagsterInstance) -> int:
+def _supervise(command: list[str]) -> int:
     child = subprocess.Popen(command)
     received: list[tuple[int, float]] = []  # (signal, when)
 
@@ -137,7 +133,7 @@ def _supervise(command: list[str], instance: dg.DagsterInstance) -> int:
             signal.signal(signum, handler)
     if received:
         _kill_tree(child.pid)  # a training child the build left behind
-        reap_dead_runs(instance)
+        _reap_dead_runs()
         signum = received[0][0]
         print(
             f"stopped by {signal.Signals(signum).name}: finished items are kept in the store "
@@ -146,8 +142,15 @@ def _supervise(command: list[str], instance: dg.DagsterInstance) -> int:
         )
         return 128 + signum
     if code < 0:  # the build itself was killed
-        reap_dead_runs(instance)
+        _reap_dead_runs()
     return 0 if code == 0 else 1
+
+
+def _reap_dead_runs() -> None:
+    """Close the runs of the build just stopped (Dagster is imported here only then)."""
+    from pipelines.instance import open_instance, reap_dead_runs
+
+    reap_dead_runs(open_instance())
 
 
 def _kill_tree(pid: int) -> None:
@@ -163,7 +166,7 @@ def _kill_tree(pid: int) -> None:
 def verify(names: list[str]) -> int:
     """Check the sha256 of every store file the datasets' last builds used; damaged entries are
     removed (the next build computes them again). Exit 1 when anything was damaged."""
-    store = Store(StorageResource().roots().store)
+    store = Store(Roots.from_env().store)
     damaged = 0
     for key, folder in _select(names).items():
         keys = store.root_keys(key)
@@ -180,7 +183,7 @@ def review(names: list[str]) -> int:
     from tunesmith.dataset.review import text
 
     for key, folder in _select(names).items():
-        stage = read_report(StorageResource().dataset_out(key)).get("stages", {}).get("labels")
+        stage = read_report(Roots.from_env().dataset_out(key)).get("stages", {}).get("labels")
         print(f"== {key} ({folder})")
         if stage is None:
             print("  labels not built yet: run `tunesmith run` first")
@@ -193,6 +196,8 @@ def ui(port: int) -> int:
     """`dagster dev` on 127.0.0.1:port in its own process group, stopped (with its webserver
     and daemon) on SIGTERM or SIGINT — also when started in the background, where a shell
     leaves SIGINT ignored."""
+    from pipelines.instance import open_instance
+
     open_instance()
     command = [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p", str(port),
                "-m", "pipelines.definitions"]  # fmt: skip
