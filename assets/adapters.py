@@ -19,7 +19,7 @@ from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
 from tunesmith import families
 from tunesmith.report import Skipped, StageResult, read_report
-from tunesmith.store import content_key
+from tunesmith.store import content_key, verdicts
 from tunesmith.train import stage as engine
 from tunesmith.train.config import base_model_folder, dataset_runs
 
@@ -97,8 +97,9 @@ def adapters(
     )
     table = frame.drop(columns=["history"]).assign(history=frame["history"].map(json.dumps))
     yield stage_output(table, result, out, **_metadata(rows))
+    record = roots.store / "checks-passed.json"
     for family in families.all_families().values():
-        yield _check(family, rows)
+        yield _check(family, rows, record)
 
 
 def _train(context, plan: engine.RunPlan, placement, manifest_version: str, folder) -> None:
@@ -184,19 +185,26 @@ def _metadata(rows: list[dict]) -> dict:
     }
 
 
-def _check(family: families.Family, rows: list[dict]) -> dg.AssetCheckResult:
+def _check(family: families.Family, rows: list[dict], record: Path) -> dg.AssetCheckResult:
     """The family's file contract on every adapter file this stage points to (underfit's for
-    Stable Audio 3; for SDXL the PEFT file, its kohya twin and the lineage)."""
+    Stable Audio 3; for SDXL the PEFT file, its kohya twin and the lineage). A file whose folder
+    is as it was when the check last passed is not read again (`tunesmith.store.verdicts`): the
+    check loads torch, which a build that trained nothing need not import."""
     problems, checked = [], 0
     for row in rows:
         if row["family"] != family.name:
             continue
         for path in dict.fromkeys((row["best_path"], row["last_path"])):
             checked += 1
+            key = verdicts.files_key(f"{family.files_check} {path}", verdicts.files_beside(path))
+            if verdicts.passed(record, key):
+                continue
             try:
                 family.validate_files(path)
             except ValueError as exc:  # the format's own error, naming the file and the rule
                 problems.append(str(exc))
+                continue
+            verdicts.remember(record, key)
     return dg.AssetCheckResult(
         check_name=family.files_check,
         passed=not problems,

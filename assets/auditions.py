@@ -31,7 +31,8 @@ def auditions(
     out = storage.dataset_out(key)
     configs = {r.name: r for r in dataset_runs(storage.dataset_folder(key))}
     notes = read_report(out).get("stages", {}).get("renders", {}).get("notes", [])
-    pages, result = engine.build_auditions(out, key, configs, adapters, renders, notes)
+    record = storage.roots().store / "checks-passed.json"
+    pages, result = engine.build_auditions(out, key, configs, adapters, renders, notes, record)
     metadata = {}
     for trained, page in zip(adapters.to_dict("records"), pages, strict=True):
         name, history = trained["run"], json.loads(trained["history"])

@@ -19,7 +19,9 @@ Not handled here: several devices of one kind (always the default device) and Da
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -98,17 +100,13 @@ def _detect() -> Accelerators:
     # the attribute, means "no" for that accelerator and says nothing about the others.
     torch_cuda = torch_mps = torch_cuda_bf16 = mlx_metal = mlx_cuda = False
     try:
-        import torch
+        if _torch_may_see_a_gpu():
+            import torch
 
-        torch_cuda = bool(torch.cuda.is_available())
-        if torch_cuda:
-            torch_cuda_bf16 = bool(torch.cuda.is_bf16_supported(including_emulation=False))
-    except Exception:
-        pass
-    try:
-        import torch
-
-        torch_mps = bool(torch.backends.mps.is_available())
+            torch_cuda = bool(torch.cuda.is_available())
+            if torch_cuda:
+                torch_cuda_bf16 = bool(torch.cuda.is_bf16_supported(including_emulation=False))
+            torch_mps = bool(torch.backends.mps.is_available())
     except Exception:
         pass
     try:
@@ -130,6 +128,27 @@ def _detect() -> Accelerators:
         mlx_cuda=mlx_cuda,
         torch_cuda_bf16=torch_cuda_bf16,
     )
+
+
+# The GPU drivers torch reaches a device through: NVIDIA's (CUDA builds) and AMD's HIP runtime
+# (ROCm builds, which answer through torch.cuda as well).
+_GPU_DRIVERS = ("libcuda.so.1", "libcuda.so", "libamdhip64.so", "libamdhip64.so.6")
+
+
+def _torch_may_see_a_gpu() -> bool:
+    """False only where torch cannot see a device whatever its build: Linux with no GPU driver
+    library to load. Importing torch takes seconds, and every stage's placement (part of its
+    cache keys) is decided even when the stage computes nothing; on such a machine the answer
+    is known without it. Elsewhere (a driver present, macOS with MPS) torch is asked."""
+    if not sys.platform.startswith("linux"):
+        return True
+    for name in _GPU_DRIVERS:
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def place(

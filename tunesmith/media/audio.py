@@ -17,13 +17,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import soundfile as sf
-import torch
-import torch.nn.functional as F
 
 from tunesmith.media.sniff import MediaError
+
+if TYPE_CHECKING:  # torch is imported where audio is prepared: the cache keys need none of it
+    import torch
 
 MAX_SECONDS = 600.0  # underfit's pre-encode cap
 
@@ -66,6 +68,8 @@ def _decode_with_essentia(path: Path, name: str) -> tuple[np.ndarray, int]:
 
 def for_model(path: Path, sample_rate: int, align_to: int, label: str | None = None) -> ModelAudio:
     """Decode `path` and make it what the model encodes: stereo, `sample_rate`, aligned."""
+    import torch
+
     name = label or str(path)
     data, rate = decode(path, name)
     audio = torch.from_numpy(data)
@@ -94,6 +98,8 @@ def for_model(path: Path, sample_rate: int, align_to: int, label: str | None = N
 
 def resample(audio: torch.Tensor, orig: int, new: int) -> torch.Tensor:
     """torchaudio.functional.resample with its defaults, on [..., N]."""
+    import torch.nn.functional as F
+
     if orig == new:
         return audio
     gcd = math.gcd(orig, new)
@@ -110,6 +116,8 @@ def resample(audio: torch.Tensor, orig: int, new: int) -> torch.Tensor:
 def _sinc_kernel(
     orig: int, new: int, dtype: torch.dtype, zeros: int = 6, rolloff: float = 0.99
 ) -> tuple[torch.Tensor, int]:
+    import torch
+
     cutoff = min(orig, new) * rolloff  # the low-pass sits just under the lower Nyquist
     width = math.ceil(zeros * orig / cutoff)
     taps = torch.arange(-width, width + orig, dtype=torch.float64)[None, None] / orig

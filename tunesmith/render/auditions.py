@@ -18,7 +18,7 @@ import pandas as pd
 from tunesmith import families
 from tunesmith.render.audition import audition_html
 from tunesmith.report import StageResult
-from tunesmith.store import content_key
+from tunesmith.store import content_key, verdicts
 from tunesmith.store.atomic import write_if_changed
 from tunesmith.train.config import RunConfig
 
@@ -32,15 +32,17 @@ def build_auditions(
     adapters: pd.DataFrame,
     renders: pd.DataFrame,
     notes: list[str],
+    record: Path | None = None,
 ) -> tuple[list[Path], StageResult]:
-    """Write `<out>/auditions/<run>.html` for every trained run; returns the pages."""
+    """Write `<out>/auditions/<run>.html` for every trained run; returns the pages. `record`:
+    where the adapter files' lineage is remembered (`tunesmith.store.verdicts`)."""
     start = time.perf_counter()
     pages, texts, written = [], [], 0
     for trained in adapters.to_dict("records"):
         run = configs[trained["run"]]
         path = out / "auditions" / f"{run.name}.html"
         rows = renders[renders["run"] == run.name].to_dict("records")
-        spec = audition_spec(run, trained, rows, path.parent, dataset, notes)
+        spec = audition_spec(run, trained, rows, path.parent, dataset, notes, record)
         path.parent.mkdir(parents=True, exist_ok=True)  # "../renders/…" resolves through it
         text = audition_html(spec, path.parent)
         # The page is a function of its inputs: an unchanged one is left as it is (its bytes,
@@ -61,7 +63,13 @@ def build_auditions(
 
 
 def audition_spec(
-    run: RunConfig, trained: dict, renders: list[dict], folder: Path, dataset: str, notes: list[str]
+    run: RunConfig,
+    trained: dict,
+    renders: list[dict],
+    folder: Path,
+    dataset: str,
+    notes: list[str],
+    record: Path | None = None,
 ) -> dict:
     """The page's content (see `tunesmith.render.audition`), media paths relative to `folder`."""
 
@@ -80,7 +88,7 @@ def audition_spec(
                         "cfg": demo.cfg, **sides})  # fmt: skip
         if getattr(demo, "lyrics", ""):  # a family whose demos sing
             prompts[-1]["lyrics"] = demo.lyrics
-    lineage = _lineage(run.family, trained["best_path"])
+    lineage = _lineage(run.family, trained["best_path"], record)
     planned = any("plan" in p["base"] for p in prompts)
     return {
         **({"prompts_heading": PLANNER_HEADING} if planned else {}),
@@ -125,6 +133,12 @@ def _media(render: dict, rel) -> dict:
     return {"audio": rel(render["wav"]), "spectrogram": rel(render["spectrogram"])}
 
 
-def _lineage(family: str, path: str) -> dict[str, str]:
-    """The metadata written into the best adapter file, read through its format's check."""
-    return families.get(family).validate_files(path)
+def _lineage(family: str, path: str, record: Path | None) -> dict[str, str]:
+    """The metadata written into the best adapter file, read through its format's check (which
+    imports torch): once per state of the file and those beside it, when `record` is given."""
+    key = verdicts.files_key(f"lineage {path}", verdicts.files_beside(Path(path)))
+    lineage = verdicts.recalled(record, key)
+    if not isinstance(lineage, dict):
+        lineage = families.get(family).validate_files(path)
+        verdicts.remember(record, key, lineage)
+    return lineage

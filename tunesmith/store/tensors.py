@@ -15,11 +15,12 @@ import json
 import struct
 from collections.abc import Mapping
 from pathlib import Path
-
-import torch
-from safetensors.torch import save
+from typing import TYPE_CHECKING
 
 from tunesmith.store.atomic import atomic_write_bytes
+
+if TYPE_CHECKING:  # imported when a file is written: a stage that writes none imports no torch
+    import torch
 
 ALIGNMENT = 8  # the header is padded with spaces to a multiple of 8 bytes (the format's rule)
 
@@ -28,6 +29,8 @@ def safetensors_bytes(
     tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None = None
 ) -> bytes:
     """A safetensors file's bytes with a canonical header (sorted keys, no spaces)."""
+    from safetensors.torch import save
+
     tensors = {name: t.detach().contiguous() for name, t in tensors.items()}
     raw = save(tensors, metadata=dict(metadata) if metadata else None)
     (length,) = struct.unpack("<Q", raw[:8])

@@ -55,7 +55,7 @@ class AceStep(Family):
     )
 
     def check_base_model(self, folder: Path) -> None:
-        from tunesmith.families.ace_step.model import check_checkpoint
+        from tunesmith.families.ace_step.checkpoint import check_checkpoint
 
         check_checkpoint(folder)
 

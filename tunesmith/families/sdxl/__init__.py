@@ -41,7 +41,7 @@ class Sdxl(Family):
     )
 
     def check_base_model(self, folder: Path) -> None:
-        from tunesmith.families.sdxl.model import check_checkpoint
+        from tunesmith.families.sdxl.checkpoint import check_checkpoint
 
         check_checkpoint(folder)
 

@@ -47,16 +47,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
-from safetensors.torch import load_file
 
 from tunesmith.backends import batches
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.workers import deal, process_device, run_all
-from tunesmith.families.sdxl import model
+from tunesmith.families.sdxl.checkpoint import FAMILY, check_checkpoint, encoder_details
 from tunesmith.media import images
 from tunesmith.media.sniff import MediaError, ensure_unchanged
 from tunesmith.report import Skipped, StageResult
@@ -64,6 +63,9 @@ from tunesmith.store import Store, canonical_json, content_key
 from tunesmith.store.atomic import json_bytes, write_if_changed
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.store.tensors import safetensors_bytes
+
+if TYPE_CHECKING:
+    import torch
 
 STAGE_VERSION = 1
 SIZE = 1024  # SDXL's own size: stable-diffusion-xl-base-1.0 was trained at 1024²
@@ -112,19 +114,13 @@ def build_encoded(
     counts = {"cached": 0, "computed": 0, "captions_cached": 0, "captions_computed": 0}
     for checkpoint in map(Path, base_models):
         try:
-            model.check_checkpoint(checkpoint)
+            check_checkpoint(checkpoint)
         except ValueError as exc:
             skipped += [Skipped(item["path"], str(exc)) for item in items]
             continue
         vae_fp = model_fingerprint(checkpoint / "vae", fingerprint_cache)
         text_fp = text_fingerprint(checkpoint, fingerprint_cache)
-        # Encoders run in float32 whatever the placement's dtype (see the docstring); the
-        # pipeline without its UNet is loaded on first use only: a no-change run loads nothing.
-        pipe = functools.cache(
-            lambda c=checkpoint: model.load_pipeline(
-                c, torch.float32, placement.device, skip=("unet",)
-            )
-        )
+        pipe = _loader(checkpoint, placement.device)
         pictures = {i["path"]: picture_key(i["sha256"], vae_fp, size, placement) for i in items}
         todo = batches.missing(items, lambda i: pictures[i["path"]], store.has)  # noqa: B023
         cost = picture_cost(_read_vae_config(checkpoint), size)
@@ -136,10 +132,12 @@ def build_encoded(
             failed = {
                 k: v for part in run_all(_encode_share, tasks, workers) for k, v in part.items()
             }
-        else:
+        elif todo:
             failed = encode_pictures(
                 folder, todo, pictures, pipe, store, size, (cost, placement), per_batch
             )
+        else:
+            failed = {}
         reasons = {pictures[path]: reason for path, reason in failed.items()}
         keyed = ((i["path"], pictures[i["path"]]) for i in items)
         failed = {path: reasons[key] for path, key in keyed if key in reasons}  # copies fail too
@@ -188,19 +186,31 @@ def _shares(todo: list[dict], per_batch: int, workers: int) -> list[list[dict]]:
     return deal([todo[k : k + per_batch] for k in range(0, len(todo), per_batch)], workers)
 
 
+def _loader(checkpoint: Path, device: str) -> Callable:
+    """The pipeline without its UNet, loaded on first call only: a no-change run loads (and
+    imports) no model. Encoders run in float32 whatever the placement's dtype (see the module's
+    docstring)."""
+
+    def load():
+        import torch
+
+        from tunesmith.families.sdxl import model
+
+        return model.load_pipeline(checkpoint, torch.float32, device, skip=("unet",))
+
+    return functools.cache(load)
+
+
 def _encode_share(task) -> dict[str, str]:
     """One process's share of the pictures into the store; path → reason for each that failed."""
     number, share, folder, checkpoint, root, placement, size, pictures, cost, per_batch = task
-    device = process_device(placement.device, number)
-    pipe = functools.cache(
-        lambda: model.load_pipeline(checkpoint, torch.float32, device, skip=("unet",))
-    )
+    pipe = _loader(checkpoint, process_device(placement.device, number))
     store = Store(root)
     return encode_pictures(folder, share, pictures, pipe, store, size, (cost, placement), per_batch)
 
 
 def _write_details(out: Path, checkpoint: Path, vae_fp: str, size: int) -> None:
-    details = model.encoder_details(_read_vae_config(checkpoint), size)
+    details = encoder_details(_read_vae_config(checkpoint), size)
     target = out / "encoded" / f"{checkpoint.name}-{vae_fp[:8]}" / "details.json"
     write_if_changed(target, json_bytes(details))
 
@@ -234,6 +244,8 @@ def encode_pictures(
 ) -> dict[str, str]:
     """Encode the pictures `todo` into their store entries (`keys` by path), in batches;
     returns path → reason for each picture that could not be used."""
+    import torch
+
     cost, placement = budget_of
     failed: dict[str, str] = {}
 
@@ -258,6 +270,8 @@ def encode_pictures(
 
 
 def _encode_batch(pipe: Callable, part: list[_Picture]) -> tuple[torch.Tensor, torch.Tensor]:
+    from tunesmith.families.sdxl import model
+
     pixels = model.pixels_to_tensor(np.stack([p.pixels for p in part]))
     return model.encode_images(pipe().vae, pixels)
 
@@ -286,7 +300,7 @@ def _prepare(folder: Path, item: dict, size: int) -> _Picture:
 def picture_key(sha256: str, vae_fp: str, size: int, placement: Placement) -> str:
     return content_key(
         stage="encoded",
-        family=model.FAMILY,
+        family=FAMILY,
         version=STAGE_VERSION,
         content=sha256,
         vae=vae_fp,
@@ -323,7 +337,7 @@ def _files_hash(folder: Path) -> str:
 def caption_key(text_fp: str, caption: str, placement: Placement) -> str:
     return content_key(
         stage="text",
-        family=model.FAMILY,
+        family=FAMILY,
         version=STAGE_VERSION,
         encoders=text_fp,
         caption=caption,
@@ -341,6 +355,8 @@ def encode_captions(
     # (under 2 MB for SDXL's), so the item cap, not the memory budget, bounds these batches.
     budget = batches.memory_budget(placement)
     for batch in batches.stream(todo, lambda c: CAPTION_TOKENS, lambda c: 0, budget):
+        from tunesmith.families.sdxl import model
+
         embeds, pooled = model.encode_captions(pipe(), batch)
         for i, caption in enumerate(batch):
             tensors = {"prompt_embeds": embeds[i].float().cpu(), "pooled": pooled[i].float().cpu()}
@@ -351,12 +367,16 @@ def encode_captions(
 
 def load_posterior(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean, logvar) [4, size/8, size/8] of a picture entry's `posterior.safetensors`."""
+    from safetensors.torch import load_file
+
     tensors = load_file(path)
     return tensors["mean"], tensors["logvar"]
 
 
 def load_caption(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
     """(prompt_embeds [77, C1 + C2], pooled [P]) of a caption entry's `text.safetensors`."""
+    from safetensors.torch import load_file
+
     tensors = load_file(path)
     return tensors["prompt_embeds"], tensors["pooled"]
 

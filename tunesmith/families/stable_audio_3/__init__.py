@@ -45,7 +45,7 @@ class StableAudio3(Family):
     )
 
     def check_base_model(self, folder: Path) -> None:
-        from tunesmith.families.stable_audio_3.model import check_checkpoint
+        from tunesmith.families.stable_audio_3.checkpoint import check_checkpoint
 
         check_checkpoint(folder)
 

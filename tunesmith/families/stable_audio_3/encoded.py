@@ -49,16 +49,21 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
-from safetensors.torch import load_file
 
 from tunesmith.backends import batches
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.workers import deal, kept, pool, process_device
-from tunesmith.families.stable_audio_3 import model
+from tunesmith.families.stable_audio_3.checkpoint import (
+    CHUNK_OVERLAP,
+    CHUNK_SECONDS,
+    FAMILY,
+    SAMPLE_RATE,
+    check_checkpoint,
+)
 from tunesmith.families.stable_audio_3.prompts import full_prompt, prompt_tags, sidecar_tags
 from tunesmith.media import audio as media_audio
 from tunesmith.media.sniff import MediaError, ensure_unchanged
@@ -68,12 +73,15 @@ from tunesmith.store.atomic import json_bytes, write_if_changed
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.store.tensors import safetensors_bytes
 
+if TYPE_CHECKING:
+    import torch
+
 STAGE_VERSION = 2  # 2: audio_samples and seconds_total are underfit's (before alignment)
 PARAMS = {
-    "sample_rate": model.SAMPLE_RATE,
+    "sample_rate": SAMPLE_RATE,
     "max_seconds": media_audio.MAX_SECONDS,
-    "chunk_seconds": model.CHUNK_SECONDS,
-    "chunk_overlap": model.CHUNK_OVERLAP,
+    "chunk_seconds": CHUNK_SECONDS,
+    "chunk_overlap": CHUNK_OVERLAP,
     "resampler": "sinc_interp_hann/6/0.99",
 }
 # A batched encoding against the same clip encoded alone, largest absolute difference over the
@@ -116,7 +124,7 @@ def build_encoded(
     for checkpoint in base_models:
         name = checkpoint.name
         try:
-            model.check_checkpoint(checkpoint)
+            check_checkpoint(checkpoint)
         except ValueError as exc:
             skipped += [Skipped(item["path"], str(exc)) for item in items]
             continue
@@ -168,6 +176,8 @@ def build_encoded(
         if encoded:
             details = content_key(stage="encoded-details", version=STAGE_VERSION, vae=vae_fp)
             if not store.has(details):
+                from tunesmith.families.stable_audio_3 import model
+
                 store.write_json(details, vae_details or model.encoder_details(pipe().vae))
             write_if_changed(target / "details.json", json_bytes(store.read_json(details)))
             keys.append(details)
@@ -187,9 +197,17 @@ def build_encoded(
 
 
 def _loader(checkpoint: Path, device: str) -> Callable:
-    """The pipeline, loaded on first call only: a no-change run never loads a model. The
-    encoders run in float32 whatever the placement's dtype (underfit encodes fp32)."""
-    return functools.cache(lambda: model.load_pipeline(checkpoint, torch.float32, device))
+    """The pipeline, loaded on first call only: a no-change run loads (and imports) no model.
+    The encoders run in float32 whatever the placement's dtype (underfit encodes fp32)."""
+
+    def load():
+        import torch
+
+        from tunesmith.families.stable_audio_3 import model
+
+        return model.load_pipeline(checkpoint, torch.float32, device)
+
+    return functools.cache(load)
 
 
 def _kept_loader(checkpoint: Path, device: str, number: int) -> Callable:
@@ -221,6 +239,8 @@ def _share_clips(
 def _encode_share(task) -> tuple[dict[str, str], dict]:
     """One process's batches of the clips into the store (`encode_clips`' `dealt`): path →
     reason for each clip that failed, and the encoder's details."""
+    from tunesmith.families.stable_audio_3 import model
+
     folder, todo, keys, checkpoint, root, placement, max_items, dealt = task
     pipe = _kept_loader(checkpoint, placement.device, dealt[0])
     failed = encode_clips(folder, todo, keys, pipe, Store(root), placement, max_items, dealt)
@@ -256,7 +276,7 @@ def _prompt_share(task) -> None:
 def _latents_key(item: dict, vae_fp: str, placement: Placement) -> str:
     return content_key(
         stage="encoded",
-        family=model.FAMILY,
+        family=FAMILY,
         version=STAGE_VERSION,
         content=item["sha256"],
         vae=vae_fp,
@@ -304,6 +324,10 @@ def encode_clips(
     of one length, each of at most `max_items` (None: batches.MAX_ITEMS); returns path →
     reason for each clip that could not be used. With `dealt` = (k, n) only batch j where j mod n
     is k is encoded (the k-th of n processes; each decodes every clip)."""
+    import torch
+
+    from tunesmith.families.stable_audio_3 import model
+
     vae = pipe().vae
     ratio, config = vae.downsampling_ratio, dict(vae.config)
     chunk = max(1, int(model.CHUNK_SECONDS * config["sampling_rate"]) // ratio) * ratio
@@ -317,7 +341,7 @@ def encode_clips(
         for item in todo:
             path, label = folder / item["path"], item["path"]
             try:
-                audio = media_audio.for_model(path, model.SAMPLE_RATE, ratio, label)
+                audio = media_audio.for_model(path, SAMPLE_RATE, ratio, label)
                 ensure_unchanged(path, item["sha256"], label)
             except MediaError as exc:
                 failed[item["path"]] = str(exc)
@@ -345,6 +369,10 @@ def encode_clips(
 
 
 def _encode_batch(vae, part: list[_Clip]) -> list[torch.Tensor]:
+    import torch
+
+    from tunesmith.families.stable_audio_3 import model
+
     if len(part) == 1:
         return [model.encode_audio(vae, part[0].audio.samples)]
     return list(model.encode_audio_batch(vae, torch.stack([c.audio.samples for c in part])))
@@ -353,8 +381,10 @@ def _encode_batch(vae, part: list[_Clip]) -> list[torch.Tensor]:
 def _encode_item(folder: Path, item: dict, pipe: Callable, tmp: Path) -> None:
     """Encode one file into the store's temporary folder `tmp` (an entry found damaged when
     published)."""
+    from tunesmith.families.stable_audio_3 import model
+
     vae, path, label = pipe().vae, folder / item["path"], item["path"]
-    audio = media_audio.for_model(path, model.SAMPLE_RATE, vae.downsampling_ratio, label)
+    audio = media_audio.for_model(path, SAMPLE_RATE, vae.downsampling_ratio, label)
     ensure_unchanged(path, item["sha256"], label)
     _write_entry(tmp, audio, model.encode_audio(vae, audio.samples), vae.downsampling_ratio)
 
@@ -363,7 +393,7 @@ def _write_entry(tmp: Path, audio: media_audio.ModelAudio, latents: torch.Tensor
     frames = latents.shape[-1]
     samples = audio_samples(audio.resampled_samples, ratio)
     meta = {
-        "seconds_total": round(samples / model.SAMPLE_RATE, 3),
+        "seconds_total": round(samples / SAMPLE_RATE, 3),
         "seconds_start": 0,
         "audio_samples": samples,
         "latent_shape": list(latents.shape),
@@ -377,7 +407,7 @@ def _write_entry(tmp: Path, audio: media_audio.ModelAudio, latents: torch.Tensor
 def audio_samples(resampled: int, ratio: int) -> int:
     """underfit's `actual_samples`: the length at 44.1 kHz, at most its cap, 600 s aligned down
     to the downsampling ratio (its `max_samples`), never aligned itself."""
-    cap = int(media_audio.MAX_SECONDS * model.SAMPLE_RATE) // ratio * ratio
+    cap = int(media_audio.MAX_SECONDS * SAMPLE_RATE) // ratio * ratio
     return min(resampled, cap)
 
 
@@ -386,6 +416,8 @@ def cache_prompt(pipe, store: Store, text_fp: str, prompt: str) -> str:
     key = prompt_key(text_fp, prompt)
 
     def encode(tmp: Path) -> None:
+        from tunesmith.families.stable_audio_3 import model
+
         embeds, mask = model.encode_prompts(pipe(), [prompt])
         tensors = {"embeds": embeds[0].float().cpu(), "mask": mask[0].cpu()}
         (tmp / "text.safetensors").write_bytes(safetensors_bytes(tensors))
@@ -395,10 +427,12 @@ def cache_prompt(pipe, store: Store, text_fp: str, prompt: str) -> str:
 
 
 def prompt_key(text_fp: str, prompt: str) -> str:
-    return content_key(stage="text", family=model.FAMILY, encoder=text_fp, prompt=prompt)
+    return content_key(stage="text", family=FAMILY, encoder=text_fp, prompt=prompt)
 
 
 def load_prompt(store: Store, key: str) -> tuple[torch.Tensor, torch.Tensor]:
+    from safetensors.torch import load_file
+
     tensors = load_file(store.path(key) / "text.safetensors")
     return tensors["embeds"], tensors["mask"]
 

@@ -10,11 +10,10 @@ fingerprint, and the folder is checked again).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
-from tunesmith.store.atomic import atomic_write_json
+from tunesmith.store import verdicts
 from tunesmith.store.fingerprints import model_fingerprint
 
 
@@ -65,8 +64,7 @@ def checked_planner(folder: Path, fingerprint_cache: Path | None = None) -> str:
     record = None
     if fingerprint_cache is not None:
         record = Path(fingerprint_cache).with_name("planners-checked.json")
-    passed = _read(record)
-    if fingerprint in passed:
+    if verdicts.passed(record, fingerprint):
         return fingerprint
     from tunesmith.families.ace_step.planner.model import (
         check_planner,
@@ -76,16 +74,5 @@ def checked_planner(folder: Path, fingerprint_cache: Path | None = None) -> str:
 
     check_planner(folder)  # its files, each problem named
     planner_vocab(load_tokenizer(folder), folder)  # a Qwen3 without audio codes is refused
-    if record is not None:
-        atomic_write_json(record, sorted({*passed, fingerprint}))
+    verdicts.remember(record, fingerprint)
     return fingerprint
-
-
-def _read(record: Path | None) -> set[str]:
-    if record is None or not record.is_file():
-        return set()
-    try:
-        value = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return set()  # a damaged record only costs a check
-    return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
