@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -135,3 +138,40 @@ def tiny_planner(tmp_path_factory) -> Path:
     from tunesmith.families.ace_step.planner.tiny import make_tiny_planner
 
     return make_tiny_planner(tmp_path_factory.mktemp("models") / "tiny-planner", seed=0)
+
+
+HEAVY = (  # model libraries, which a build that computes nothing need not import
+    "torch",
+    "transformers",
+    "diffusers",
+    "peft",
+)
+# Runs `python -m pipelines.build` and prints which HEAVY modules it had imported when it ended.
+BUILD_AND_SAY = f"""
+import runpy, sys
+sys.argv = ["pipelines.build", *sys.argv[1:]]
+try:
+    runpy.run_module("pipelines.build", run_name="__main__")
+except SystemExit as end:
+    code = end.code
+print("HEAVY", ",".join(m for m in {HEAVY!r} if m in sys.modules))
+sys.exit(code)
+"""
+
+
+def build_in_a_process(storage, dataset: str, home: Path) -> list[str]:
+    """Build `dataset` as `tunesmith run` does (`python -m pipelines.build`, a fresh process,
+    its instance in `home`), assert it computed nothing, and return the HEAVY modules it
+    imported."""
+    home.mkdir()
+    env = dict(os.environ, DAGSTER_HOME=str(home), TUNESMITH_DATASETS=storage.datasets_root,
+               TUNESMITH_OUT=storage.out_root, TUNESMITH_STORE=storage.store_root,
+               TUNESMITH_MODELS=storage.models_root)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", BUILD_AND_SAY, dataset], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    stages = [line.split() for line in done.stdout.splitlines() if " computed " in line]
+    assert stages and all(words[words.index("computed") + 1] == "0" for words in stages), (
+        done.stdout
+    )
+    return [m for m in done.stdout.split("HEAVY", 1)[1].strip().split(",") if m]

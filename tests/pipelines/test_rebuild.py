@@ -4,15 +4,13 @@ Such a build, in the process `tunesmith run` starts, imports no model library.""
 
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from pipelines.definitions import ASSETS
-from tests.conftest import data_version, materialize
+from tests.conftest import build_in_a_process, data_version, materialize
 from tests.test_golden import AUDIO_TOML, IMAGE_TOML, _audio, _images
 
 pytestmark = pytest.mark.slow
@@ -57,34 +55,5 @@ def test_a_second_build_with_a_trained_run_of_each_family_computes_nothing(
     # wait), the next imports neither torch nor any library that needs it.
     time.sleep(2.1)
     for build in ("remembers", "light"):
-        heavy = _build_in_a_process(storage, folder.name, tmp_home=out.parent.parent / build)
+        heavy = build_in_a_process(storage, folder.name, home=Path(storage.out_root).parent / build)
     assert heavy == [], heavy
-
-
-HEAVY = ("torch", "transformers", "diffusers", "peft")
-# Runs `python -m pipelines.build` and prints which HEAVY modules it had imported when it ended.
-BUILD_AND_SAY = f"""
-import runpy, sys
-sys.argv = ["pipelines.build", *sys.argv[1:]]
-try:
-    runpy.run_module("pipelines.build", run_name="__main__")
-except SystemExit as end:
-    code = end.code
-print("HEAVY", ",".join(m for m in {HEAVY!r} if m in sys.modules))
-sys.exit(code)
-"""
-
-
-def _build_in_a_process(storage, dataset: str, tmp_home: Path) -> list[str]:
-    tmp_home.mkdir()
-    env = dict(os.environ, DAGSTER_HOME=str(tmp_home), TUNESMITH_DATASETS=storage.datasets_root,
-               TUNESMITH_OUT=storage.out_root, TUNESMITH_STORE=storage.store_root,
-               TUNESMITH_MODELS=storage.models_root)  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", BUILD_AND_SAY, dataset], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    stages = [line.split() for line in done.stdout.splitlines() if " computed " in line]
-    assert stages and all(words[words.index("computed") + 1] == "0" for words in stages), (
-        done.stdout
-    )
-    return [m for m in done.stdout.split("HEAVY", 1)[1].strip().split(",") if m]

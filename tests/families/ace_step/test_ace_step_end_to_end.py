@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import materialize
+from tests.conftest import build_in_a_process, materialize
 from tunesmith.examples import SONGS_TOML, TINY_ACE_STEP, TINY_PLANNER
 from tunesmith.examples.songs import make_songs
 
@@ -46,3 +47,9 @@ def test_the_songs_example_trains_renders_and_auditions(storage, instance, tiny_
     again = materialize(instance, storage, "songs")
     assert again["encoded"]["computed"] == 0 and again["adapters"]["computed"] == 0
     assert again["renders"]["computed"] == 0
+    # As `tunesmith run` builds it: the first build process remembers the adapter checks
+    # (files written in the last two seconds never are), the next imports no model library.
+    time.sleep(2.1)
+    for build in ("remembers", "light"):
+        heavy = build_in_a_process(storage, "songs", home=Path(storage.out_root).parent / build)
+    assert heavy == [], heavy

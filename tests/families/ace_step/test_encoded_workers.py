@@ -20,6 +20,7 @@ from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
 from tunesmith.families import EncodeRequest
 from tunesmith.families.ace_step import encoded as stage
+from tunesmith.families.ace_step import model
 from tunesmith.store import Store
 from tunesmith.train.config import load_runs
 
@@ -50,7 +51,7 @@ def test_two_workers_write_what_one_writes(tiny_ace_step, tmp_path, monkeypatch)
         return stage.build_encoded(request)
 
     one = build("one", 1)
-    monkeypatch.setattr(stage.model, "load_pipeline", refuse_model)  # loaded in the processes only
+    monkeypatch.setattr(model, "load_pipeline", refuse_model)  # loaded in the processes only
     two = build("two", 2)
     for built in (one, two):
         result = built.result

@@ -74,11 +74,11 @@ def test_each_picture_gives_its_posterior_and_each_caption_both_encoders_outputs
     calls = []
 
     def counted(name):
-        original = getattr(stage.model, name)
+        original = getattr(model, name)
         return lambda a, b: calls.append((name, len(b))) or original(a, b)
 
     for name in ("encode_images", "encode_captions"):
-        monkeypatch.setattr(stage.model, name, counted(name))
+        monkeypatch.setattr(model, name, counted(name))
     store = Store(dataset.parent / "store")
     encoded = build(dataset, tiny_sdxl, store)
     assert sorted(calls) == [("encode_captions", 3), ("encode_images", 3)]

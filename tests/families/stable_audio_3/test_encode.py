@@ -69,6 +69,7 @@ def test_the_stage_encodes_clips_of_one_length_in_batches_as_one_at_a_time(
     from tunesmith.dataset.labels import build_labels
     from tunesmith.dataset.manifest import build_manifest
     from tunesmith.families.stable_audio_3 import encoded as stage
+    from tunesmith.families.stable_audio_3 import model
     from tunesmith.families.stable_audio_3.model import load_pipeline
     from tunesmith.media.audio import for_model
     from tunesmith.store import Store
@@ -81,8 +82,8 @@ def test_the_stage_encodes_clips_of_one_length_in_batches_as_one_at_a_time(
     manifest, _ = build_manifest(folder, tmp_path / "hashes.json")
     labels = build_labels(folder, manifest, store).frame
     calls = []
-    original = stage.model.encode_audio_batch
-    monkeypatch.setattr(stage.model, "encode_audio_batch",
+    original = model.encode_audio_batch
+    monkeypatch.setattr(model, "encode_audio_batch",
                         lambda vae, x: calls.append(len(x)) or original(vae, x))  # fmt: skip
     cpu = Placement("torch", "cpu", "float32", "test")
     built = stage.build_encoded(

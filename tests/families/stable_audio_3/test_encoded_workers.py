@@ -17,6 +17,7 @@ from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
 from tunesmith.families.stable_audio_3 import encoded as stage
+from tunesmith.families.stable_audio_3 import model
 from tunesmith.store import Store
 
 pytestmark = pytest.mark.slow
@@ -58,7 +59,7 @@ def test_two_workers_write_what_one_writes(tiny_sa3, tmp_path, monkeypatch):
         build("here", 2)
     assert batches == once[0::2] + once[1::2]  # the first process's batches, then the second's
 
-    monkeypatch.setattr(stage.model, "load_pipeline", refuse_model)  # loaded in the processes only
+    monkeypatch.setattr(model, "load_pipeline", refuse_model)  # loaded in the processes only
     two = build("two", 2)
     assert (one.result.computed, one.result.cached) == (6, 1)
     assert [(s.path, s.reason) for s in one.result.skipped] == [

@@ -1,4 +1,5 @@
-"""The ACE-Step 1.5 base model folder: its parts, and the check that it is whole.
+"""The ACE-Step 1.5 base model folder: its parts, the check that it is whole, and the
+encoding constants that cache keys name.
 
 Kept apart from `model` (which imports torch) so that checking a folder, and keying the
 work on it, imports no model library: a build that computes nothing stays light.
@@ -16,6 +17,10 @@ PIPELINE_CLASS = "AceStepPipeline"
 FAMILY_NAME = "ACE-Step 1.5"
 SAMPLE_RATE = 48000  # the Oobleck VAE's sampling_rate in the ACE-Step 1.5 release
 AUDIO_CHANNELS = 2
+# The encoding's constants, named by the cache keys (`encode` uses them, `encoded` keys on them).
+CHUNK_SECONDS = 30.0  # AutoencoderOobleck's tile_sample_min_length; ACE-Step/Side-Step: 30 s
+OVERLAP_SECONDS = 2.0  # context each side of a window; diffusers, ACE-Step, Side-Step: 2 s
+FORMAT = 1  # bump when the encoded files' layout changes
 LATENT_RATE = 25  # latent frames a second: 48000 / prod(downsampling_ratios [2, 4, 4, 6, 10])
 
 _TOKENIZER = ("Qwen2Tokenizer", "Qwen2TokenizerFast")  # the latter: what transformers 4.x saves

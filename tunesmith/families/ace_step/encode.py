@@ -38,16 +38,18 @@ from typing import Literal
 import torch
 from safetensors.torch import load_file, save
 
+from tunesmith.families.ace_step.checkpoint import (  # noqa: F401 (encode's names)
+    CHUNK_SECONDS,
+    FORMAT,
+    OVERLAP_SECONDS,
+)
 from tunesmith.families.ace_step.model import SAMPLE_RATE, hop_length, silence_latent
 from tunesmith.media import audio as media_audio
 from tunesmith.store.atomic import atomic_write_bytes, atomic_write_json
 
-CHUNK_SECONDS = 30.0  # AutoencoderOobleck's tile_sample_min_length; ACE-Step/Side-Step: 30 s
-OVERLAP_SECONDS = 2.0  # context each side of a window; diffusers, ACE-Step, Side-Step: 2 s
 MAX_CAPTION_TOKENS = 256  # the pipeline's max_text_length and ACE-Step's caption length
 MAX_LYRICS_TOKENS = 2048  # the pipeline's max_lyric_length and ACE-Step's LYRIC_MAX_LENGTH
 TIMBRE_SECONDS = 30  # the pipeline feeds the timbre encoder 30 s of silence latent
-FORMAT = 1  # bump when the files' layout changes
 
 Posterior = Literal["sample", "mean"]
 

@@ -38,13 +38,21 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import torch
-from safetensors.torch import load_file
 
 from tunesmith.dataset.workers import deal, kept, pool, process_device
-from tunesmith.families.ace_step import captions, encode, model
+from tunesmith.families.ace_step import captions
+from tunesmith.families.ace_step.checkpoint import (
+    CHUNK_SECONDS,
+    FAMILY,
+    FORMAT,
+    LATENT_RATE,
+    OVERLAP_SECONDS,
+    SAMPLE_RATE,
+    check_checkpoint,
+)
 from tunesmith.media import audio as media_audio
 from tunesmith.media.sniff import MediaError, ensure_unchanged
 from tunesmith.report import Skipped, StageResult
@@ -53,16 +61,19 @@ from tunesmith.store.atomic import json_bytes, write_if_changed
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.store.tensors import safetensors_bytes
 
+if TYPE_CHECKING:
+    import torch
+
 STAGE_VERSION = 1
 POSTERIOR_SEED = 0  # the one draw from the VAE's posterior (encode.encode_latents)
 PARAMS = {
-    "sample_rate": model.SAMPLE_RATE,
+    "sample_rate": SAMPLE_RATE,
     "max_seconds": media_audio.MAX_SECONDS,
-    "chunk_seconds": encode.CHUNK_SECONDS,
-    "overlap_seconds": encode.OVERLAP_SECONDS,
+    "chunk_seconds": CHUNK_SECONDS,
+    "overlap_seconds": OVERLAP_SECONDS,
     "posterior": "sample",
     "posterior_seed": POSTERIOR_SEED,
-    "format": encode.FORMAT,
+    "format": FORMAT,
 }
 COLUMNS = [
     "model", "run", "path", "entry", "latents", "frames", "seconds", "codes", "caption",
@@ -95,7 +106,7 @@ def build_encoded(request) -> Encoded:
     stated = captions.dataset_genre_ratio(r.folder)
     for checkpoint in r.base_models:
         try:
-            report = model.check_checkpoint(checkpoint)
+            report = check_checkpoint(checkpoint)
         except ValueError as exc:
             skipped += [Skipped(item["path"], str(exc)) for item in items]
             continue
@@ -118,7 +129,7 @@ def build_encoded(request) -> Encoded:
         stage="encoded",
         data_version=content_key(
             stage="encoded",
-            family=model.FAMILY,
+            family=FAMILY,
             keys=sorted(set(keys)),
             rows=frame.to_dict("records"),
         ),  # fmt: skip
@@ -187,7 +198,7 @@ class _Base:
         return done
 
     def _item_key(self, item: dict) -> str:
-        return content_key(stage="encoded", family=model.FAMILY, version=STAGE_VERSION,
+        return content_key(stage="encoded", family=FAMILY, version=STAGE_VERSION,
                            content=item["sha256"], vae=self.vae_fp,
                            audio_tokenizer=self.tokenizer_fp, params=PARAMS,
                            placement=self.request.placement.as_dict())  # fmt: skip
@@ -268,7 +279,7 @@ class _Base:
         }  # fmt: skip
 
     def _text_key(self, kind: str, string: str) -> str:
-        return content_key(stage="text", family=model.FAMILY, version=STAGE_VERSION, kind=kind,
+        return content_key(stage="text", family=FAMILY, version=STAGE_VERSION, kind=kind,
                            text=string, encoders=self.text_fp,
                            placement=self.request.placement.as_dict())  # fmt: skip
 
@@ -300,9 +311,17 @@ class _Base:
 
 def _loader(checkpoint: Path, device: str):
     """The pipeline, loaded on first call only: a run that finds everything in the store loads
-    nothing. The encoders run in float32 whatever the placement's dtype, as ACE-Step 1.5 and
-    Side-Step preprocess."""
-    return functools.cache(lambda: model.load_pipeline(checkpoint, torch.float32, device))
+    (and imports) nothing. The encoders run in float32 whatever the placement's dtype, as
+    ACE-Step 1.5 and Side-Step preprocess."""
+
+    def load():
+        import torch
+
+        from tunesmith.families.ace_step import model
+
+        return model.load_pipeline(checkpoint, torch.float32, device)
+
+    return functools.cache(load)
 
 
 def _kept_loader(checkpoint: Path, device: str, number: int):
@@ -313,6 +332,10 @@ def _kept_loader(checkpoint: Path, device: str, number: int):
 
 def _encode_item(load, folder: Path, item: dict, with_codes: bool, tmp: Path) -> None:
     """Encode one file into the store's temporary folder `tmp` (`load()`: the pipeline)."""
+    import torch
+
+    from tunesmith.families.ace_step import encode
+
     pipe, rel = load(), item["path"]
     path = folder / rel
     audio = encode.load_audio(path, pipe.vae, rel)
@@ -324,17 +347,19 @@ def _encode_item(load, folder: Path, item: dict, with_codes: bool, tmp: Path) ->
         tensors["audio_codes"] = codes.to(torch.int64).contiguous()
     (tmp / "item.safetensors").write_bytes(safetensors_bytes(tensors))
     frames = int(latents.shape[0])
-    sidecar = {"format": encode.FORMAT, "family": model.FAMILY,
-               "sample_rate": model.SAMPLE_RATE, "latent_shape": list(latents.shape),
+    sidecar = {"format": FORMAT, "family": FAMILY,
+               "sample_rate": SAMPLE_RATE, "latent_shape": list(latents.shape),
                "audio_codes": None if codes is None else int(codes.shape[0])}  # fmt: skip
     (tmp / "item.json").write_text(canonical_json(sidecar), encoding="utf-8")
-    value = {"frames": frames, "seconds": round(frames / model.LATENT_RATE, 3),
+    value = {"frames": frames, "seconds": round(frames / LATENT_RATE, 3),
              "codes": sidecar["audio_codes"], "warnings": list(audio.warnings)}  # fmt: skip
     (tmp / "value.json").write_text(canonical_json(value), encoding="utf-8")
 
 
 def _encode_text(load, kind: str, string: str, tmp: Path) -> None:
     """Encode one caption or lyrics string into the store's temporary folder `tmp`."""
+    from tunesmith.families.ace_step import encode
+
     encoder = encode.encode_caption if kind == "caption" else encode.encode_lyrics
     encoding = encoder(load(), string)
     metadata = {"text": string, "tokens": str(encoding.tokens),
@@ -389,6 +414,8 @@ def _planner_labels(item: dict, texts, meta: dict) -> str:
 
 def load_item(row: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(latents [T, C], caption states [L, C'], lyrics embeddings [L', C']) of a table row."""
+    from safetensors.torch import load_file
+
     latents = load_file(row["latents"])["latents"]
     caption = load_file(row["caption_states"])["hidden_states"]
     lyrics = load_file(row["lyrics_states"])["hidden_states"]
