@@ -137,6 +137,18 @@ def test_a_truncated_entry_is_evicted_with_a_warning_naming_it(tmp_path):
     assert "audio.wav is 100 bytes" in store.evictions[0]
 
 
+def test_sizes_are_checked_once_per_store_object_and_a_removed_entry_is_seen(tmp_path):
+    key = content_key(label=2)
+    Store(tmp_path).write_json(key, {"caption": "a loop"})
+    stage = Store(tmp_path)
+    assert stage.has(key) and stage.read_json(key) == {"caption": "a loop"}
+    value = stage.path(key) / "value.json"
+    value.write_text(value.read_text() + " ")  # damaged after this stage checked it
+    assert stage.has(key)  # the same stage trusts its check
+    assert not Store(tmp_path).has(key)  # the next stage's store sees it, and evicts it
+    assert not stage.has(key)  # gone: the folder is checked every time
+
+
 def test_a_truncated_value_is_evicted_not_a_json_error(tmp_path):
     store = Store(tmp_path)
     key = content_key(label=1)

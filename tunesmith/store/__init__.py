@@ -89,6 +89,10 @@ class Store:
         self.objects = self.root / "objects"
         self.roots = self.root / "roots"
         self.evictions: list[str] = []  # one line per entry this object evicted
+        # Entries whose sizes this object has checked: a stage asks of one entry twice or more
+        # (is it there, then its value), and an entry never changes once written, so the
+        # record is read once per stage; a removed entry is still seen (its folder is gone).
+        self._sizes_checked: set[str] = set()
 
     def path(self, key: str) -> Path:
         if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
@@ -98,15 +102,19 @@ class Store:
     # --- reading: every read checks what it can afford -------------------------------------
 
     def has(self, key: str) -> bool:
-        """True when the entry exists and its files have their recorded sizes; a damaged
-        entry is evicted (and reported) and counts as missing."""
+        """True when the entry exists and its files have their recorded sizes (checked once
+        per Store object, which a stage makes for itself); a damaged entry is evicted (and
+        reported) and counts as missing."""
         entry = self.path(key)
         if not entry.is_dir():
             return False
+        if key in self._sizes_checked:
+            return True
         problem = _size_problem(entry)
         if problem:
             self.evict(key, problem)
             return False
+        self._sizes_checked.add(key)
         return True
 
     def read_json(self, key: str) -> Any | None:
@@ -183,6 +191,7 @@ class Store:
         return lines
 
     def evict(self, key: str, reason: str) -> None:
+        self._sizes_checked.discard(key)
         entry = self.path(key)
         doomed = entry.with_name(f"{TMP_PREFIX}evicted-{uuid.uuid4().hex[:8]}-{key}")
         try:
