@@ -192,6 +192,9 @@ def review(names: list[str]) -> int:
     return 0
 
 
+UI_GRACE_SECONDS = 8.0  # how long the webserver and daemon get to close before a kill
+
+
 def ui(port: int) -> int:
     """`dagster dev` on 127.0.0.1:port in its own process group, stopped (with its webserver
     and daemon) on SIGTERM or SIGINT — also when started in the background, where a shell
@@ -214,7 +217,7 @@ def ui(port: int) -> int:
     deadline = None
     while (code := child.poll()) is None:
         if stopping and deadline is None:
-            deadline = time.monotonic() + 8.0  # the webserver and daemon get 8 s to close
+            deadline = time.monotonic() + UI_GRACE_SECONDS
         if deadline is not None and time.monotonic() > deadline:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
