@@ -40,6 +40,8 @@ def test_files_written_just_now_or_missing_give_no_key(tmp_path):
     fresh.write_text("racily clean")
     assert verdicts.files_key("check", [fresh]) is None
     assert verdicts.files_key("check", [tmp_path / "missing"]) is None
+    gone = verdicts.files_beside(tmp_path / "no such run" / "a.safetensors")
+    assert verdicts.files_key("check", gone) is None
     verdicts.remember(tmp_path / "checks.json", None)
     assert not (tmp_path / "checks.json").exists()
     assert not verdicts.passed(tmp_path / "checks.json", None)

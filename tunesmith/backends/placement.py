@@ -99,13 +99,20 @@ def _detect() -> Accelerators:
     # Each check is guarded on its own: a library that fails to import, or is too old to have
     # the attribute, means "no" for that accelerator and says nothing about the others.
     torch_cuda = torch_mps = torch_cuda_bf16 = mlx_metal = mlx_cuda = False
+    ask_torch = _torch_may_see_a_gpu()
     try:
-        if _torch_may_see_a_gpu():
+        if ask_torch:
             import torch
 
             torch_cuda = bool(torch.cuda.is_available())
             if torch_cuda:
                 torch_cuda_bf16 = bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    except Exception:
+        pass
+    try:
+        if ask_torch:
+            import torch
+
             torch_mps = bool(torch.backends.mps.is_available())
     except Exception:
         pass

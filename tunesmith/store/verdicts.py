@@ -58,6 +58,8 @@ def files_beside(path: Path) -> list[Path]:
     path = Path(path)
     if path.is_dir():
         return [p for p in path.rglob("*") if p.is_file()]
+    if not path.parent.is_dir():
+        return [path]  # gone: it gives no key, so the check runs and says what is missing
     return [p for p in path.parent.iterdir() if p.is_file()]
 
 
