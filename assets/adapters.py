@@ -97,7 +97,7 @@ def adapters(
     )
     table = frame.drop(columns=["history"]).assign(history=frame["history"].map(json.dumps))
     yield stage_output(table, result, out, **_metadata(rows))
-    record = roots.store / "checks-passed.json"
+    record = roots.store / verdicts.RECORD
     for family in families.all_families().values():
         yield _check(family, rows, record)
 
@@ -187,24 +187,18 @@ def _metadata(rows: list[dict]) -> dict:
 
 def _check(family: families.Family, rows: list[dict], record: Path) -> dg.AssetCheckResult:
     """The family's file contract on every adapter file this stage points to (underfit's for
-    Stable Audio 3; for SDXL the PEFT file, its kohya twin and the lineage). A file whose folder
-    is as it was when the check last passed is not read again (`tunesmith.store.verdicts`): the
-    check loads torch, which a build that trained nothing need not import."""
+    Stable Audio 3; for SDXL the PEFT file, its kohya twin and the lineage), remembered once
+    passed (`Family.validated_files`)."""
     problems, checked = [], 0
     for row in rows:
         if row["family"] != family.name:
             continue
         for path in dict.fromkeys((row["best_path"], row["last_path"])):
             checked += 1
-            key = verdicts.files_key(f"{family.files_check} {path}", verdicts.files_beside(path))
-            if verdicts.passed(record, key):
-                continue
             try:
-                family.validate_files(path)
+                family.validated_files(path, record)
             except ValueError as exc:  # the format's own error, naming the file and the rule
                 problems.append(str(exc))
-                continue
-            verdicts.remember(record, key)
     return dg.AssetCheckResult(
         check_name=family.files_check,
         passed=not problems,

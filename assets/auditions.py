@@ -11,6 +11,7 @@ from resources.storage import StorageResource
 from tunesmith.render import auditions as engine
 from tunesmith.render.curve import loss_curve_png
 from tunesmith.report import read_report, update_report
+from tunesmith.store import verdicts
 from tunesmith.train.config import dataset_runs
 
 
@@ -31,7 +32,7 @@ def auditions(
     out = storage.dataset_out(key)
     configs = {r.name: r for r in dataset_runs(storage.dataset_folder(key))}
     notes = read_report(out).get("stages", {}).get("renders", {}).get("notes", [])
-    record = storage.roots().store / "checks-passed.json"
+    record = storage.roots().store / verdicts.RECORD
     pages, result = engine.build_auditions(out, key, configs, adapters, renders, notes, record)
     metadata = {}
     for trained, page in zip(adapters.to_dict("records"), pages, strict=True):

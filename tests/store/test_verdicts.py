@@ -5,6 +5,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from tunesmith.store import verdicts
 
 
@@ -64,3 +66,26 @@ def test_the_record_keeps_the_newest_keys(tmp_path, monkeypatch):
         verdicts.remember(record, key)
     verdicts.remember(record, "b")  # remembered again: the newest
     assert [k for k, _ in json.loads(record.read_text())] == ["c", "d", "b"]
+
+
+def test_a_checked_file_is_checked_once_and_a_failure_every_time(tmp_path):
+    record, calls = tmp_path / "checks.json", []
+    (tmp_path / "run").mkdir()
+    adapter = _old_file(tmp_path / "run" / "a.safetensors", "weights")
+
+    def check():
+        calls.append(1)
+        return {"lineage": "x"}
+
+    for _ in range(2):
+        assert verdicts.checked_files(record, "sdxl files", adapter, check) == {"lineage": "x"}
+    assert len(calls) == 1
+
+    def refuse():
+        calls.append(1)
+        raise ValueError(f"{adapter}: no lineage")
+
+    for _ in range(2):
+        with pytest.raises(ValueError, match="no lineage"):
+            verdicts.checked_files(record, "other files", adapter, refuse)
+    assert len(calls) == 3

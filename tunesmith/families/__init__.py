@@ -120,6 +120,17 @@ class Family:
     def validate_files(self, path: str | Path) -> dict[str, str]:
         raise NotImplementedError
 
+    def validated_files(self, path: str | Path, record: Path | None = None) -> dict[str, str]:
+        """`validate_files(path)`, run once per state of the file and those beside it when
+        `record` is given (`tunesmith.store.verdicts`): the check imports torch, which a build
+        that computes nothing need not. The adapters' file check and the audition pages'
+        lineage share the verdict."""
+        from tunesmith.store import verdicts
+
+        return verdicts.checked_files(
+            record, f"{self.name} files", path, lambda: self.validate_files(path)
+        )
+
     def make_tiny(self, folder: Path) -> Path:
         raise NotImplementedError
 

@@ -18,7 +18,7 @@ import pandas as pd
 from tunesmith import families
 from tunesmith.render.audition import audition_html
 from tunesmith.report import StageResult
-from tunesmith.store import content_key, verdicts
+from tunesmith.store import content_key
 from tunesmith.store.atomic import write_if_changed
 from tunesmith.train.config import RunConfig
 
@@ -134,11 +134,5 @@ def _media(render: dict, rel) -> dict:
 
 
 def _lineage(family: str, path: str, record: Path | None) -> dict[str, str]:
-    """The metadata written into the best adapter file, read through its format's check (which
-    imports torch): once per state of the file and those beside it, when `record` is given."""
-    key = verdicts.files_key(f"lineage {path}", verdicts.files_beside(Path(path)))
-    lineage = verdicts.recalled(record, key)
-    if not isinstance(lineage, dict):
-        lineage = families.get(family).validate_files(path)
-        verdicts.remember(record, key, lineage)
-    return lineage
+    """The metadata written into the best adapter file, read through its format's check."""
+    return families.get(family).validated_files(path, record)

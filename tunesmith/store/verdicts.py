@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from tunesmith.store.atomic import atomic_write_json
 from tunesmith.store.fingerprints import RACY_WINDOW_NS
 
 MAX_KEYS = 4096
+RECORD = "checks-passed.json"  # the record's name in the store's root
 
 
 def passed(record: Path | None, key: str | None) -> bool:
@@ -50,6 +51,20 @@ def remember(record: Path | None, key: str | None, value: Any = True) -> None:
     entries.pop(key, None)
     entries[key] = value  # the newest last: the oldest go first past MAX_KEYS
     atomic_write_json(record, [[k, v] for k, v in entries.items()][-MAX_KEYS:])
+
+
+def checked_files(
+    record: Path | None, kind: str, path: Path | str, check: Callable[[], Any]
+) -> Any:
+    """What `check()` returns on the file or folder `path` (JSON), run only when the check
+    `kind` has not passed on it and the files beside it as they are now. What `check` raises
+    propagates, and is not remembered."""
+    key = files_key(f"{kind} {path}", files_beside(Path(path)))
+    value = recalled(record, key)
+    if value is None:
+        value = check()
+        remember(record, key, True if value is None else value)
+    return value
 
 
 def files_beside(path: Path) -> list[Path]:
