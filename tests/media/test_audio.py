@@ -59,3 +59,41 @@ def test_too_short_for_one_latent_frame_is_an_error(tmp_path):
     sf.write(path, np.zeros((100, 2), np.float32), 44100)
     with pytest.raises(MediaError, match="tiny.wav.*shorter than one latent frame"):
         for_model(path, 44100, 4096)
+
+
+@pytest.mark.parametrize(
+    "rate,channels,seconds,fmt",
+    [(44100, 2, 1.3, "WAV"), (48000, 1, 2.01, "WAV"), (22050, 2, 0.77, "FLAC"),
+     (32000, 1, 1.0, "OGG"), (96000, 2, 0.5, "AIFF"), (8000, 1, 0.2, "WAV"),
+     (48000, 2, 1.37, "MP3")],
+)  # fmt: skip
+def test_the_length_read_from_the_header_is_the_decoded_length(tmp_path, rate, channels,
+                                                                 seconds, fmt):  # fmt: skip
+    """`model_length` (which the encoders plan their batches by, decoding nothing) is the length
+    `for_model` gives, for each format libsndfile reads, at the model's rate and otherwise."""
+    from tunesmith.media.audio import model_length
+
+    path = tmp_path / f"clip.{fmt.lower()}"
+    data = np.stack([sine(330.0, rate, seconds).numpy()] * channels, axis=1).astype(np.float32)
+    sf.write(path, data, rate, format=fmt)
+    for align in (1, 512, 2048):
+        assert model_length(path, 44100, align) == for_model(path, 44100, align).samples.shape[1]
+
+
+def test_the_length_from_the_header_is_capped_as_decoding_caps(tmp_path, monkeypatch):
+    from tunesmith.media import audio
+
+    monkeypatch.setattr(audio, "MAX_SECONDS", 0.5)
+    path = tmp_path / "long.wav"
+    sf.write(path, sine(440.0, 48000, 1.2).numpy().astype(np.float32), 48000)
+    assert audio.model_length(path, 44100, 64) == audio.for_model(path, 44100, 64).samples.shape[1]
+
+
+def test_no_length_where_the_header_does_not_say(tmp_path):
+    """Not a file libsndfile reads (here: not audio at all): None, and the caller decodes."""
+    from tunesmith.media.audio import model_length
+
+    path = tmp_path / "song.m4a"
+    path.write_bytes(b"\x00\x00\x00\x20ftypM4A " + bytes(64))
+    assert model_length(path, 44100, 2048) is None
+    assert model_length(tmp_path / "missing.wav", 44100, 2048) is None

@@ -85,7 +85,7 @@ def for_model(path: Path, sample_rate: int, align_to: int, label: str | None = N
         warnings.append(f"{name}: {source_seconds:.1f} s is over {MAX_SECONDS:.0f} s; cut there")
     if rate != sample_rate:
         audio = resample(audio, rate, sample_rate)
-    usable = audio.shape[1] - audio.shape[1] % align_to
+    usable = aligned(audio.shape[1], align_to)
     if usable == 0:
         raise MediaError(
             f"{name}: {audio.shape[1]} samples at {sample_rate} Hz is shorter than one "
@@ -94,6 +94,38 @@ def for_model(path: Path, sample_rate: int, align_to: int, label: str | None = N
     return ModelAudio(
         audio[:, :usable].contiguous(), sample_rate, source_seconds, tuple(warnings), audio.shape[1]
     )
+
+
+def model_length(path: Path, sample_rate: int, align_to: int) -> int | None:
+    """The length `for_model` gives `path` (samples at `sample_rate`, capped, aligned), read
+    from the file's header without decoding it; None where libsndfile cannot read the header
+    (formats only Essentia decodes, a damaged or missing file): the caller learns it by
+    decoding. An encoder plans its batches by it, so that each process of several decodes only
+    the clips it encodes; a clip that decodes to another length (an MPEG header without an
+    exact count) still encodes correctly, in a batch of its own length."""
+    try:
+        info = sf.info(str(path))
+    except (sf.LibsndfileError, RuntimeError, OSError):
+        return None
+    frames, rate = int(info.frames), int(info.samplerate)
+    if frames <= 0 or rate <= 0:
+        return None
+    if frames / rate > MAX_SECONDS:
+        frames = int(MAX_SECONDS * rate)
+    if rate != sample_rate:
+        frames = resampled_length(frames, rate, sample_rate)
+    return aligned(frames, align_to)
+
+
+def aligned(samples: int, align_to: int) -> int:
+    """`samples` cut down to a whole number of `align_to` (the VAE's frames)."""
+    return samples - samples % align_to
+
+
+def resampled_length(samples: int, orig: int, new: int) -> int:
+    """The length `resample` gives `samples` samples at rate `orig` resampled to `new`."""
+    gcd = math.gcd(orig, new)
+    return math.ceil(new // gcd * samples / (orig // gcd))
 
 
 def resample(audio: torch.Tensor, orig: int, new: int) -> torch.Tensor:
@@ -109,7 +141,7 @@ def resample(audio: torch.Tensor, orig: int, new: int) -> torch.Tensor:
     flat = F.pad(audio.reshape(-1, shape[-1]), (width, width + orig))
     # One strided convolution computes `new` output phases per `orig` input samples.
     out = F.conv1d(flat[:, None], kernel, stride=orig).transpose(1, 2).reshape(flat.shape[0], -1)
-    length = math.ceil(new * shape[-1] / orig)
+    length = resampled_length(shape[-1], orig, new)
     return out[:, :length].reshape(*shape[:-1], length)
 
 

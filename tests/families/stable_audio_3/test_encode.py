@@ -98,3 +98,47 @@ def test_the_stage_encodes_clips_of_one_length_in_batches_as_one_at_a_time(
         assert batched.shape == alone.shape and batched.dtype == np.float32
         error = np.abs(batched - alone).max() / np.abs(alone).max()
         assert error <= stage.TOLERANCE, (row.path, error)
+
+
+def test_a_header_that_gives_another_length_or_none_still_encodes_each_clip_right(
+    tiny_sa3, tmp_path, monkeypatch
+):
+    """The batches are planned from the headers' lengths. A clip whose header gives a length it
+    does not decode to is encoded with the clips of its own length, and one whose header gives
+    none is encoded alone: every latent is still the clip's own encoding within TOLERANCE."""
+    import numpy as np
+
+    from tests.conftest import write_clip
+    from tunesmith.backends.placement import Placement
+    from tunesmith.families.stable_audio_3 import encoded as stage
+    from tunesmith.families.stable_audio_3 import model
+    from tunesmith.families.stable_audio_3.model import load_pipeline
+    from tunesmith.media import audio as media_audio
+    from tunesmith.store import Store, content_key, sha256_file
+
+    folder = tmp_path / "songs"
+    items = []
+    for i, seconds in enumerate([2.0, 2.0, 2.0, 1.5, 2.0]):
+        path = write_clip(folder / f"clip{i}.wav", seconds=seconds, freq=110.0 * (i + 1))
+        items.append({"path": path.name, "sha256": sha256_file(path), "duration": seconds})
+    pipe = load_pipeline(tiny_sa3)
+    true_length, ratio = media_audio.model_length, pipe.vae.downsampling_ratio
+    said = {"clip3.wav": true_length(folder / "clip0.wav", 44100, ratio), "clip4.wav": None}
+    monkeypatch.setattr(media_audio, "model_length",
+                        lambda path, *a: said.get(path.name, true_length(path, *a)))  # fmt: skip
+    calls = []
+    original = model.encode_audio_batch
+    monkeypatch.setattr(model, "encode_audio_batch",
+                        lambda vae, x: calls.append(len(x)) or original(vae, x))  # fmt: skip
+    keys = {item["path"]: content_key(path=item["path"]) for item in items}
+    store = Store(tmp_path / "store")
+    cpu = Placement("torch", "cpu", "float32", "test")
+    assert stage.encode_clips(folder, items, keys, lambda: pipe, store, cpu) == {}
+    assert calls == [3]  # clip0-2 together; clip3 (planned with them) and clip4 each alone
+    vae = pipe.vae
+    for item in items:
+        audio = media_audio.for_model(folder / item["path"], 44100, vae.downsampling_ratio)
+        alone = encode_audio(vae, audio.samples).numpy()
+        latents = np.load(store.path(keys[item["path"]]) / "latents.npy")
+        assert latents.shape == alone.shape
+        assert np.abs(latents - alone).max() / np.abs(alone).max() <= stage.TOLERANCE

@@ -54,10 +54,21 @@ def test_two_workers_write_what_one_writes(tiny_sa3, tmp_path, monkeypatch):
     assert len(batches) == 4 and sum(map(len, batches)) == 6
     once, batches[:] = list(batches), []
     monkeypatch.setattr("tunesmith.dataset.workers._KEPT", {})  # what a process keeps, dropped
+    decoded = []  # each clip a process decodes
+    original_decode = stage.media_audio.for_model
     with monkeypatch.context() as m:
         m.setattr(stage, "pool", here)
+        m.setattr(
+            stage.media_audio,
+            "for_model",
+            lambda path, *a: decoded.append(path.name) or original_decode(path, *a),
+        )
         build("here", 2)
-    assert batches == once[0::2] + once[1::2]  # the first process's batches, then the second's
+    # The batches planned from the headers (1 s; 1.5 s twice; 2 s twice and once; blip alone,
+    # which fails to decode) are encoded as one process encodes them, and each clip is decoded
+    # once, by the process that encodes it (before, every process decoded every clip).
+    assert sorted(batches) == sorted(once)
+    assert sorted(decoded) == sorted(["blip.wav", *[p for b in once for p in b]])
 
     monkeypatch.setattr(model, "load_pipeline", refuse_model)  # loaded in the processes only
     two = build("two", 2)

@@ -25,19 +25,23 @@ What is missing is encoded in batches (`tunesmith.backends.batches`): clips of e
 length at 44.1 kHz (after alignment) share a batch, within the placement's memory budget
 (`clip_cost` estimates a clip's activations from the VAE's config); clips of other lengths are
 never padded to share one (the VAE's convolutions and attention would see the padding), and a
-clip above 30 s is encoded alone, in chunks. Clips are decoded as the batches fill. A batch's
+clip above 30 s is encoded alone, in chunks. Clips are decoded a batch at a time. A batch's
 matrix products round differently from one clip's: an entry's latents equal the one-at-a-time
 encoding within TOLERANCE, not bit for bit, and which clips shared its batch is part of what
 decides its last bits. The T5Gemma output of each item's prompt is cached per distinct text
 under the text encoder's fingerprint. The model is loaded only when something is missing from
 the store.
 
+The batches are planned before anything is decoded (`plan_clips`), from the length each file's
+header gives at 44.1 kHz after alignment (`media.audio.model_length`); a clip whose header
+gives none (a format only Essentia decodes) is encoded alone, and one that decodes to another
+length than its header gave goes with the clips of its planned batch that share its length.
+
 With `workers` > 1 (the compute resource's `encode_workers`) the missing clips are shared out
-over that many processes, each loading the model once: every process decodes all the missing
-clips, so that it forms the very batches one process forms (a clip's length, which decides its
-batch, is known only once it is decoded), and of n processes the k-th encodes batch j where
-j mod n is k (`encode_clips`' `dealt`); so the entries are one process's bytes, and a clip
-that fails to decode fails in every process alike. Then the prompts the store lacks go to the same
+over that many processes, each loading the model once: every process plans the very batches
+one process plans, and of n processes the k-th decodes and encodes batch j where j mod n is k
+(`encode_clips`' `dealt`); so the entries are one process's bytes, and each clip is decoded
+once, by the process that encodes it. Then the prompts the store lacks go to the same
 processes, one at a time as the stage encodes them. The stage's own process loads no model.
 """
 
@@ -46,7 +50,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -323,7 +327,7 @@ def encode_clips(
     """Encode the clips `todo` into their store entries (`keys` by path), in batches of clips
     of one length, each of at most `max_items` (None: batches.MAX_ITEMS); returns path →
     reason for each clip that could not be used. With `dealt` = (k, n) only batch j where j mod n
-    is k is encoded (the k-th of n processes; each decodes every clip)."""
+    is k is decoded and encoded (the k-th of n processes)."""
     import torch
 
     from tunesmith.families.stable_audio_3 import model
@@ -331,41 +335,69 @@ def encode_clips(
     vae = pipe().vae
     ratio, config = vae.downsampling_ratio, dict(vae.config)
     chunk = max(1, int(model.CHUNK_SECONDS * config["sampling_rate"]) // ratio) * ratio
-    failed: dict[str, str] = {}
-    # Clips of one length come out of the decoder together when the labels' durations order
-    # them, so each length's batch fills and goes before the next starts (a stable sort: the
-    # same missing clips make the same batches).
-    todo = sorted(todo, key=lambda item: item.get("duration") or 0.0)
-
-    def decoded() -> Iterator[_Clip]:
-        for item in todo:
-            path, label = folder / item["path"], item["path"]
-            try:
-                audio = media_audio.for_model(path, SAMPLE_RATE, ratio, label)
-                ensure_unchanged(path, item["sha256"], label)
-            except MediaError as exc:
-                failed[item["path"]] = str(exc)
-                continue
-            yield _Clip(item, audio)
-
-    def shape(clip: _Clip):
-        length = clip.audio.samples.shape[-1]
-        return length if length <= chunk else ("alone", clip.item["path"])
-
-    def cost(clip: _Clip) -> int:
-        return clip_cost(config, clip.audio.samples.shape[-1])
-
     budget, (k, n) = batches.memory_budget(placement), dealt
-    max_items = max_items or batches.MAX_ITEMS
-    for j, batch in enumerate(batches.stream(decoded(), shape, cost, budget, max_items)):
-        if j % n != k:
-            continue
-        encode = functools.partial(_encode_batch, vae)
-        for part, latents in batches.halving(encode, batch, torch.OutOfMemoryError):
-            for clip, clip_latents in zip(part, latents, strict=True):
-                with store.writing(keys[clip.item["path"]]) as tmp:
-                    _write_entry(tmp, clip.audio, clip_latents, ratio)
+    planned = plan_clips(folder, todo, config, ratio, chunk, budget, max_items or batches.MAX_ITEMS)
+    failed: dict[str, str] = {}
+    encode = functools.partial(_encode_batch, vae)
+    for batch in planned[k::n]:
+        clips = [clip for item in batch if (clip := _decode(folder, item, ratio, failed))]
+        for group in _by_length(clips, chunk):
+            for part, latents in batches.halving(encode, group, torch.OutOfMemoryError):
+                for clip, clip_latents in zip(part, latents, strict=True):
+                    with store.writing(keys[clip.item["path"]]) as tmp:
+                        _write_entry(tmp, clip.audio, clip_latents, ratio)
     return failed
+
+
+def plan_clips(
+    folder: Path,
+    todo: list[dict],
+    config: dict,
+    ratio: int,
+    chunk: int,
+    budget: int,
+    max_items: int,
+) -> list[list[dict]]:
+    """The batches of `todo`, planned from the lengths the files' headers give
+    (`media.audio.model_length`), decoding nothing: clips of one length up to `chunk` samples
+    together within `budget` and `max_items`; a longer clip, or one whose header gives no
+    length, alone. Clips in the order of the labels' durations, so that each length's batch
+    fills and goes before the next starts (a stable sort: the same missing clips make the same
+    batches, in any number of processes)."""
+    ordered = sorted(todo, key=lambda item: item.get("duration") or 0.0)
+    lengths = [media_audio.model_length(folder / i["path"], SAMPLE_RATE, ratio) for i in ordered]
+
+    def shape(pair: tuple[dict, int | None]):
+        item, length = pair
+        return length if length and length <= chunk else ("alone", item["path"])
+
+    def cost(pair: tuple[dict, int | None]) -> int:
+        return clip_cost(config, pair[1] or chunk)
+
+    planned = batches.plan(list(zip(ordered, lengths, strict=True)), shape, cost, budget, max_items)
+    return [[item for item, _ in batch] for batch in planned]
+
+
+def _decode(folder: Path, item: dict, ratio: int, failed: dict[str, str]) -> _Clip | None:
+    """The clip as the VAE takes it; None (and the reason in `failed`) where it cannot be used."""
+    path, label = folder / item["path"], item["path"]
+    try:
+        audio = media_audio.for_model(path, SAMPLE_RATE, ratio, label)
+        ensure_unchanged(path, item["sha256"], label)
+    except MediaError as exc:
+        failed[item["path"]] = str(exc)
+        return None
+    return _Clip(item, audio)
+
+
+def _by_length(clips: list[_Clip], chunk: int) -> list[list[_Clip]]:
+    """A planned batch's clips by the length they decoded to: one group, unless a header gave
+    a length the decoder did not (each group then goes on its own); a clip over `chunk` alone."""
+    groups: dict[object, list[_Clip]] = {}
+    for clip in clips:
+        length = clip.audio.samples.shape[-1]
+        groups.setdefault(length if length <= chunk else id(clip), []).append(clip)
+    return list(groups.values())
 
 
 def _encode_batch(vae, part: list[_Clip]) -> list[torch.Tensor]:
