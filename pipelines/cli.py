@@ -66,9 +66,11 @@ def main(argv: list[str] | None = None) -> int:
 def _examples(to: Path | None) -> int:
     from tunesmith.config import Roots
     from tunesmith.examples import make_examples
+    from tunesmith.store.verdicts import RECORD
 
     roots = Roots.from_env()
-    for name, folder in make_examples((to or roots.datasets).absolute(), roots.models).items():
+    datasets = (to or roots.datasets).absolute()
+    for name, folder in make_examples(datasets, roots.models, roots.store / RECORD).items():
         print(f"example {name}: {folder}")
     return 0
 

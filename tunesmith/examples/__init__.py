@@ -9,6 +9,7 @@ planner LoRA on the tiny planner LM in `<models>/tiny-acestep-5Hz-lm`.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 TINY_SA3 = "tiny-stable-audio-3"
@@ -155,31 +156,70 @@ steps = 8                 # the DiT's steps when the plan's codes are rendered t
 """
 
 
-def make_examples(datasets_root: Path, models_root: Path | None = None) -> dict[str, Path]:
+def make_examples(
+    datasets_root: Path, models_root: Path | None = None, record: Path | None = None
+) -> dict[str, Path]:
     """Write every example dataset under `datasets_root` (and the tiny models under
-    `models_root`, when given); returns name → folder."""
+    `models_root`, when given); returns name → folder.
+
+    With `record` (a `tunesmith.store.verdicts` record), the state this call leaves is
+    remembered (`_state_key`: the code, the libraries' versions, every file's bytes), and a
+    later call that finds that very state writes and imports nothing: rendering the audio and
+    importing torch to check the models took six seconds of a `make demo` that changed
+    nothing."""
+    from tunesmith.store import verdicts
+
+    folders = {name: datasets_root / name for name in ("loops", "rings", "songs")}
+    if models_root is not None:
+        for name in (TINY_SA3, TINY_SDXL, TINY_ACE_STEP, TINY_PLANNER):
+            folders[name] = models_root / name
+    if record is not None and verdicts.passed(record, _state_key(folders)):
+        return folders
+    _write(folders, models_root)
+    if record is not None:
+        verdicts.remember(record, _state_key(folders))
+    return folders
+
+
+def _write(folders: dict[str, Path], models_root: Path | None) -> None:
     from tunesmith.examples.loops import make_loops
     from tunesmith.examples.rings import make_rings
     from tunesmith.examples.songs import make_songs
     from tunesmith.store.atomic import write_if_changed
 
-    folders = {"loops": datasets_root / "loops", "rings": datasets_root / "rings"}
     make_loops(folders["loops"])
     write_if_changed(folders["loops"] / "tunesmith.toml", LOOPS_TOML.encode())
     make_rings(folders["rings"])
     write_if_changed(folders["rings"] / "tunesmith.toml", RINGS_TOML.encode())
-    folders["songs"] = datasets_root / "songs"
     make_songs(folders["songs"])
     write_if_changed(folders["songs"] / "tunesmith.toml", SONGS_TOML.encode())
     if models_root is not None:
+        from tunesmith.families.ace_step.planner.tiny import make_tiny_planner
         from tunesmith.families.ace_step.tiny import make_tiny_ace_step
         from tunesmith.families.sdxl.tiny import make_tiny_sdxl
         from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 
-        folders[TINY_SA3] = make_tiny_stable_audio_3(models_root / TINY_SA3)
-        folders[TINY_SDXL] = make_tiny_sdxl(models_root / TINY_SDXL)
-        from tunesmith.families.ace_step.planner.tiny import make_tiny_planner
+        make_tiny_stable_audio_3(folders[TINY_SA3])
+        make_tiny_sdxl(folders[TINY_SDXL])
+        make_tiny_ace_step(folders[TINY_ACE_STEP])
+        make_tiny_planner(folders[TINY_PLANNER])
 
-        folders[TINY_ACE_STEP] = make_tiny_ace_step(models_root / TINY_ACE_STEP)
-        folders[TINY_PLANNER] = make_tiny_planner(models_root / TINY_PLANNER)
-    return folders
+
+def _state_key(folders: dict[str, Path]) -> str:
+    """What decides the files `_write` leaves, and those files: every source file of the
+    `tunesmith` package (what writes the examples and the models, and what it calls), the
+    versions of the libraries that build the models, and each file under `folders` with its
+    bytes. Content, not modification times: a file written a moment ago has a key too."""
+    import hashlib
+    from importlib import metadata
+
+    from tunesmith.store import sha256_file
+
+    package = Path(__file__).resolve().parents[1]
+    state: list = [[metadata.version(d) for d in ("torch", "diffusers", "transformers")]]
+    for source in sorted(package.rglob("*.py")):
+        state.append([source.relative_to(package).as_posix(), sha256_file(source)])
+    for name, folder in sorted(folders.items()):
+        files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+        state.append([name, [[p.relative_to(folder).as_posix(), sha256_file(p)] for p in files]])
+    return hashlib.sha256(json.dumps(state).encode("utf-8")).hexdigest()
