@@ -13,6 +13,8 @@ defers interrupts inside a run to its own checkpoints); see `pipelines.operation
 
 from __future__ import annotations
 
+import gc
+import logging
 import sys
 
 import dagster as dg
@@ -106,5 +108,19 @@ def failure_reason(event: dg.DagsterEvent) -> str:
     return lines[-1] if lines else "unknown error"
 
 
+def main() -> int:
+    # The process holds Dagster's, pandas' and pydantic's objects, half a million: the
+    # collector's full passes walk them all, during the runs and again two or three times as
+    # the interpreter tears down at exit. Frozen after the imports and before exit, they are
+    # left out of those passes (each is still freed by its reference count; only what sits in
+    # a cycle is left to the operating system, and every file is written and closed by then).
+    # A no-change `tunesmith run` of 1,000 songs and 1,000 pictures: 15.2 s → 13.5 s.
+    gc.freeze()
+    code = build(sys.argv[1:])
+    logging.shutdown()
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(build(sys.argv[1:]))
+    sys.exit(main())

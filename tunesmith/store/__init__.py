@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -72,6 +73,9 @@ def content_key(**parts: Any) -> str:
     return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
 
 
+_KEY = re.compile("[0-9a-f]{64}")  # a store key: sha256, lowercase hex
+
+
 class DamagedEntry(RuntimeError):
     """An entry whose bytes are not the ones it was written with; it has been evicted."""
 
@@ -95,9 +99,9 @@ class Store:
         self._sizes_checked: set[str] = set()
 
     def path(self, key: str) -> Path:
-        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+        if not _KEY.fullmatch(key):
             raise ValueError(f"store key must be 64 hex digits, got {key!r}")
-        return self.objects / key[:2] / key
+        return self.objects.joinpath(key[:2], key)
 
     # --- reading: every read checks what it can afford -------------------------------------
 
@@ -316,7 +320,8 @@ def _write_record(folder: Path) -> None:
 
 
 def _recorded(entry: Path) -> dict[str, tuple[int, str]]:
-    return {k: tuple(v) for k, v in json.loads((entry / FILES).read_text("utf-8")).items()}
+    with open(os.path.join(entry, FILES), encoding="utf-8") as f:
+        return {k: tuple(v) for k, v in json.load(f).items()}
 
 
 def _size_problem(entry: Path) -> str:
@@ -329,7 +334,7 @@ def _size_problem(entry: Path) -> str:
         return f"{FILES} does not parse ({exc})"
     for name, (size, _) in sorted(record.items()):
         try:
-            actual = (entry / name).stat().st_size
+            actual = os.stat(os.path.join(entry, name)).st_size
         except FileNotFoundError:
             return f"{name} is missing"
         if actual != size:
