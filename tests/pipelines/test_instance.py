@@ -27,6 +27,47 @@ def test_the_pool_wait_correction_applies_to_the_pinned_dagster():
     assert 4.0 < waiting.interval_to_next_pending_claim_check() <= 5.0  # it sleeps, not spins
 
 
+def test_the_sqlite_storages_keep_one_engine_per_file_and_store_every_event(tmp_path):
+    """A run's events, on the pinned Dagster with the correction, are all stored and read back
+    by another instance on the same folder; the storages were handed kept engines."""
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log
+    from sqlalchemy.pool import NullPool, QueuePool
+
+    assert dagster_fixes.apply() and sqlite_event_log.create_engine is dagster_fixes.kept_engine
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    engine = dagster_fixes.kept_engine(url, poolclass=NullPool)
+    assert dagster_fixes.kept_engine(url, poolclass=NullPool) is engine
+    assert (
+        dagster_fixes.kept_engine(f"sqlite:///{tmp_path / 'b.db'}", poolclass=NullPool)
+        is not engine
+    )
+    assert dagster_fixes.kept_engine(url, poolclass=QueuePool) is not engine  # pooled: made anew
+
+    @dg.op
+    def one() -> int:
+        return 1
+
+    @dg.job
+    def tiny():
+        one()
+
+    dagster_fixes._engines.clear()
+    (tmp_path / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
+        result = tiny.execute_in_process(instance=instance)
+        stored = instance.all_logs(result.run_id)
+    assert result.success and any(
+        str(tmp_path / "home") in key[0] for key in dagster_fixes._engines
+    )
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as again:
+        assert [e.dagster_event_type for e in again.all_logs(result.run_id)] == [
+            e.dagster_event_type for e in stored
+        ]
+        assert again.get_run_by_id(result.run_id).status == dg.DagsterRunStatus.SUCCESS
+    types = [e.dagster_event.event_type_value for e in stored if e.is_dagster_event]
+    assert types == [e.event_type_value for e in result.all_events]
+
+
 def _open(home, barrier):
     os.environ["DAGSTER_HOME"] = str(home)
     barrier.wait()
