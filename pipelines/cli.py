@@ -8,6 +8,7 @@
     tunesmith check [DATASET...]   validate tunesmith.toml and the base models, build nothing
     tunesmith verify [DATASET...]  check every cached file's hash; damaged entries are removed
     tunesmith gc [--dry-run]     remove store entries no current materialization uses
+    tunesmith gc --runs [--dry-run]  remove run folders the last build listed as superseded
 
 Runs are recorded in DAGSTER_HOME (default `data/dagster_home`), so the UI shows them.
 """
@@ -40,12 +41,17 @@ def main(argv: list[str] | None = None) -> int:
     examples.add_argument("--to", type=Path, default=None, help="default: the datasets root")
     gc = sub.add_parser("gc", help="remove unreferenced store entries")
     gc.add_argument("--dry-run", action="store_true")
+    gc.add_argument(
+        "--runs",
+        action="store_true",
+        help="instead: remove the run folders of earlier settings the last build listed",
+    )
     args = parser.parse_args(argv)
 
     if args.command == "examples":
         return _examples(args.to)
     if args.command == "gc":
-        return _gc(args.dry_run)
+        return _gc(args.dry_run, args.runs)
     from pipelines import operations
 
     if args.command == "ui":
@@ -75,10 +81,19 @@ def _examples(to: Path | None) -> int:
     return 0
 
 
-def _gc(dry_run: bool) -> int:
+def _gc(dry_run: bool, runs: bool) -> int:
     from tunesmith.config import Roots
     from tunesmith.store import Store
 
+    if runs:
+        from tunesmith.train.stage import remove_superseded
+
+        verb = "would remove" if dry_run else "removed"
+        removed = remove_superseded(Roots.from_env().out, dry_run=dry_run)
+        for folder, size in removed:
+            print(f"{verb} {folder} ({size / 1e6:.1f} MB)")
+        print(json.dumps({verb: len(removed), "bytes": sum(size for _, size in removed)}))
+        return 0
     result = Store(Roots.from_env().store).gc(dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     print(json.dumps({verb: result.removed, "kept": result.kept, "bytes": result.bytes_freed}))

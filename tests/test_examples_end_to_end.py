@@ -117,6 +117,20 @@ def test_command_line_run_status_and_gc(tmp_path):
     gc = json.loads(cli(env, "gc"))
     # the edited caption's old label record and text encoding, the old adapter's render
     assert gc["removed"] == 3
+    # The adapter trained on the old caption stays in its own folder, named in the summary and
+    # the report, until `tunesmith gc --runs` removes it; the current run's folder stays.
+    (run,) = report["stages"]["adapters"]["runs"]
+    (older,) = [Path(e["path"]) for e in report["stages"]["adapters"]["superseded"]]
+    assert older.is_dir() and older != Path(run["run_dir"]) and older.parent.name == "adapters"
+    assert "tunesmith gc --runs" in out and older.name in out
+    listed = cli(env, "gc", "--runs", "--dry-run")
+    assert f"would remove {older}" in listed and older.is_dir()
+    assert json.loads(listed.splitlines()[-1])["would remove"] == 1
+    assert json.loads(cli(env, "gc", "--runs").splitlines()[-1])["removed"] == 1
+    assert not older.exists() and Path(run["best_path"]).is_file()
+    report = json.loads((tmp_path / "out" / "rings" / "report.json").read_text())
+    assert "superseded" not in report["stages"]["adapters"]
+    assert json.loads(cli(env, "gc", "--runs").splitlines()[-1])["removed"] == 0
 
 
 @pytest.mark.slow

@@ -6,11 +6,19 @@ encoded items it trains on (their latents and prompts), the base model's fingerp
 resolved config (less where it trains: `train.devices`, `nodes`, `master_addr`) and the
 placement. Asking for more steps of an unchanged run therefore resumes from its saved state;
 a finished run (`result-steps=N.json`) is not trained again.
+
+A change to any of those (an edited caption, another learning rate) trains into a new folder
+and leaves the old one as it was: its adapters are the user's, and the settings may come back.
+The stage lists such folders of a run that now trains elsewhere (`superseded`; folders of runs
+no longer configured are not listed), and `tunesmith gc --runs` removes what the last build
+listed (`remove_superseded`).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +33,7 @@ from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.train.config import RunConfig, computed
 
 STAGE_VERSION = 1
+RUN_FOLDER = re.compile(r"(?P<run>.+)-[0-9a-f]{10}")  # <run>-<the first 10 of its key>
 
 
 @dataclass(frozen=True)
@@ -109,3 +118,46 @@ def kept(plan: RunPlan) -> str:
 
 def read_result(plan: RunPlan) -> dict[str, Any]:
     return json.loads(plan.result_path.read_text(encoding="utf-8"))
+
+
+def superseded(adapters: Path, current: dict[str, Path]) -> list[Path]:
+    """The run folders under `adapters` of a run that now trains into another folder
+    (`current`: run name → its folder)."""
+    if not adapters.is_dir():
+        return []
+    older = []
+    for folder in sorted(adapters.iterdir()):
+        named = RUN_FOLDER.fullmatch(folder.name)
+        if named and folder.is_dir() and not folder.name.startswith("."):
+            mine = current.get(named["run"])
+            if mine is not None and folder != mine:
+                older.append(folder)
+    return older
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def remove_superseded(out_root: Path, dry_run: bool = False) -> list[tuple[Path, int]]:
+    """Remove the run folders each dataset's last build listed as superseded (report.json),
+    checking each again first: it must still be a run folder of that dataset's adapters whose
+    run now trains into another folder. Returns (folder, bytes) of each removed (or, with
+    `dry_run`, of each that would be)."""
+    from tunesmith.report import read_report, update_report
+
+    removed = []
+    for report_file in sorted(out_root.glob("*/report.json")):
+        out = report_file.parent
+        adapters = read_report(out).get("stages", {}).get("adapters", {})
+        current = {r["run"]: Path(r["run_dir"]) for r in adapters.get("runs", [])}
+        still = set(superseded(out / "adapters", current))
+        for entry in adapters.get("superseded", []):
+            folder = Path(entry["path"])
+            if folder in still:
+                removed.append((folder, folder_bytes(folder)))
+                if not dry_run:
+                    shutil.rmtree(folder)
+        if adapters.get("superseded") and not dry_run:
+            update_report(out, lambda r: r["stages"]["adapters"].pop("superseded", None))
+    return removed
