@@ -62,6 +62,9 @@ def adapters(
             continue
         backends = family.backends_for_run("adapters", run)
         placement = compute.placement("adapters", run.family, backends)
+        if refused := engine.one_process_only(run, family, placement.backend):
+            skipped.append(Skipped(f"run {run.name}", refused))
+            continue
         checkpoint = base_model_folder(run, roots.models)
         try:
             plan = engine.plan(

@@ -113,3 +113,47 @@ def test_a_bad_demo_names_its_entry(tmp_path, demo, message):
                     f'[[runs.demos]]\n{demo}\n')  # fmt: skip
     with pytest.raises(ConfigError, match=f"demos #2: .*{message}"):
         load_runs(tmp_path, "audio")
+
+
+def test_a_run_asking_for_processes_its_trainer_lacks_is_refused_before_any_starts(tmp_path):
+    """The planner trains on several processes on MLX (under mlx.launch), not on torch; the
+    DiT and the other families' trainers do on torch. The adapters stage asks this before it
+    starts a process (a rank used to load the model first, then refuse)."""
+    from tunesmith import families
+    from tunesmith.train.stage import one_process_only
+
+    write(tmp_path, """
+[[runs]]
+name = "plan"
+family = "ace-step"
+[runs.adapter]
+target = "planner"
+[runs.train]
+devices = 2
+accumulation = 2
+
+[[runs]]
+name = "dit"
+family = "ace-step"
+[runs.train]
+devices = 2
+accumulation = 2
+
+[[runs]]
+name = "sdxl"
+family = "sdxl"
+[runs.train]
+devices = 2
+batch_size = 2
+""")  # fmt: skip
+    plan, dit, sdxl = load_runs(tmp_path, "audio")
+    ace = families.get("ace-step")
+    assert one_process_only(plan, ace, "torch") == (
+        "the ACE-Step 1.5 planner trainer on torch trains on one process: set train.devices and "
+        "train.nodes to 1 (they ask for 2)"
+    )
+    assert one_process_only(plan, ace, "mlx") == ""
+    assert one_process_only(dit, ace, "torch") == ""
+    assert one_process_only(sdxl, families.get("sdxl"), "torch") == ""
+    alone = with_overrides(plan, {"train": {"devices": 1}})
+    assert one_process_only(alone, ace, "torch") == ""

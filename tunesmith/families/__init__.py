@@ -108,6 +108,11 @@ class Family:
     def trainer(self, backend: str) -> type:
         raise NotImplementedError
 
+    def trains_on_ranks(self, run, backend: str) -> bool:
+        """Whether `run`'s trainer on `backend` trains on several processes (`train.devices` ×
+        `train.nodes` > 1); a family whose trainer depends on the run says so per run."""
+        return self.data_parallel
+
     def plan_inputs(self, run, checkpoint: Path, items, fingerprint_cache=None) -> dict:
         return {}
 

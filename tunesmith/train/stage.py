@@ -30,7 +30,7 @@ from tunesmith import families
 from tunesmith.backends.placement import Placement
 from tunesmith.store import content_key
 from tunesmith.store.fingerprints import model_fingerprint
-from tunesmith.train.config import RunConfig, computed
+from tunesmith.train.config import RunConfig, computed, world_size
 
 STAGE_VERSION = 1
 RUN_FOLDER = re.compile(r"(?P<run>.+)-[0-9a-f]{10}")  # <run>-<the first 10 of its key>
@@ -118,6 +118,19 @@ def kept(plan: RunPlan) -> str:
 
 def read_result(plan: RunPlan) -> dict[str, Any]:
     return json.loads(plan.result_path.read_text(encoding="utf-8"))
+
+
+def one_process_only(run: RunConfig, family, backend: str) -> str:
+    """Why `run` cannot train on the processes it asks for on `backend`; "" when it can. The
+    adapters stage skips such a run before any process starts."""
+    world = world_size(run.train)
+    if world > 1 and not family.trains_on_ranks(run, backend):
+        part = getattr(run.adapter, "target", "")  # ACE-Step: the DiT or the planner
+        return (
+            f"the {family.title} {part + ' ' if part else ''}trainer on {backend} trains on one "
+            f"process: set train.devices and train.nodes to 1 (they ask for {world})"
+        )
+    return ""
 
 
 def superseded(adapters: Path, current: dict[str, Path]) -> list[Path]:

@@ -73,6 +73,11 @@ class AceStep(Family):
     def trainer(self, backend: str):
         return _make_trainer  # the DiT's or the planner's, by the run's adapter.target
 
+    def trains_on_ranks(self, run, backend: str) -> bool:
+        """The DiT's trainer shares a step over ranks, and so does the planner's on MLX; the
+        planner's torch trainer trains on one process."""
+        return not (run.adapter.target == "planner" and backend == "torch")
+
     def plan_inputs(self, run, checkpoint: Path, items, fingerprint_cache=None) -> dict:
         """A planner run's planner folder fingerprint (it keys the run); ValueError when the
         folder is missing or not a planner, or no item has audio codes (the run is skipped,
