@@ -171,6 +171,8 @@ def remove_superseded(out_root: Path, dry_run: bool = False) -> list[tuple[Path,
                 removed.append((folder, folder_bytes(folder)))
                 if not dry_run:
                     shutil.rmtree(folder)
-        if adapters.get("superseded") and not dry_run:
-            update_report(out, lambda r: r["stages"]["adapters"].pop("superseded", None))
+        if adapters.get("superseded") and not dry_run:  # a build may have rewritten it since
+            update_report(
+                out, lambda r: r.get("stages", {}).get("adapters", {}).pop("superseded", None)
+            )
     return removed
