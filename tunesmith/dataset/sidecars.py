@@ -26,9 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-import mutagen
-from mutagen.id3 import ID3
-
 # underfit's embedded-tag set (its pre-encoder's TAG_KEYS)
 TAG_KEYS = ("title", "artist", "album", "genre", "label", "date", "composer", "bpm")
 _ID3 = {"TIT2": "title", "TPE1": "artist", "TALB": "album", "TCON": "genre",
@@ -190,6 +187,9 @@ def _lyrics_values(text: str) -> dict[str, Any]:
 def read_embedded(data: bytes | str) -> Source:
     """ID3 / Vorbis / MP4 tags of an audio file (its bytes or its path) as underfit's tags;
     an unreadable or untagged file gives an empty Source."""
+    import mutagen  # here: a build that reads no tags need not import it (0.15 s)
+    from mutagen.id3 import ID3
+
     try:
         media = mutagen.File(io.BytesIO(data) if isinstance(data, bytes) else data)
     except mutagen.MutagenError:
