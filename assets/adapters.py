@@ -88,18 +88,7 @@ def adapters(
                      "run": run.name, "run_dir": str(plan.run_dir), "history": result["history"],
                      "validation_note": result["validation_note"], "stopped": stopped})  # fmt: skip
     frame = pd.DataFrame(rows, columns=[*COLUMNS, "history", "validation_note", "stopped"])
-    extra: dict = {"runs": rows}
-    older = engine.superseded(out / "adapters", {r["run"]: Path(r["run_dir"]) for r in rows})
-    if older:
-        sizes = [engine.folder_bytes(folder) for folder in older]
-        extra["superseded"] = [
-            {"path": str(f), "bytes": b} for f, b in zip(older, sizes, strict=True)
-        ]
-        extra["note"] = (
-            f"{len(older)} run folder(s) of earlier settings kept ({sum(sizes) / 1e6:.1f} MB: "
-            f"{', '.join(f.name for f in older[:5])}{' …' if len(older) > 5 else ''}); "
-            "`tunesmith gc --runs` removes them"
-        )
+    extra = {"runs": rows, **engine.superseded_section(out / "adapters", rows)}
     result = StageResult(
         stage="adapters",
         data_version=content_key(stage="adapters", keys=keys, rows=frame[COLUMNS].to_json()),

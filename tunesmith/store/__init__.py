@@ -302,7 +302,7 @@ class Store:
                     kept += 1
                     continue
                 removed += 1
-                freed += _size(entry)
+                freed += bytes_on_disk(entry)
                 if not dry_run:
                     shutil.rmtree(entry, ignore_errors=True)
         return GcResult(removed=removed, kept=kept, bytes_freed=freed)
@@ -349,7 +349,8 @@ def _hash_problem(entry: Path) -> str:
     return ""
 
 
-def _size(path: Path) -> int:
+def bytes_on_disk(path: Path) -> int:
+    """The bytes of a file, or of every file under a folder."""
     if path.is_file():
         return path.stat().st_size
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())

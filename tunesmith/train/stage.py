@@ -28,7 +28,7 @@ import pandas as pd
 import tunesmith
 from tunesmith import families
 from tunesmith.backends.placement import Placement
-from tunesmith.store import content_key
+from tunesmith.store import bytes_on_disk, content_key
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.train.config import RunConfig, computed, world_size
 
@@ -148,8 +148,21 @@ def superseded(adapters: Path, current: dict[str, Path]) -> list[Path]:
     return older
 
 
-def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+def superseded_section(adapters: Path, rows: list[dict]) -> dict[str, Any]:
+    """What the adapters stage adds to its report section about the folders `superseded` finds
+    beside the runs it trained (`rows`, each with its `run` and `run_dir`): each folder with
+    its size, and a line for the build's summary; nothing when there are none."""
+    older = superseded(adapters, {r["run"]: Path(r["run_dir"]) for r in rows})
+    if not older:
+        return {}
+    listed = [{"path": str(folder), "bytes": bytes_on_disk(folder)} for folder in older]
+    names = ", ".join(folder.name for folder in older[:5]) + (" …" if len(older) > 5 else "")
+    megabytes = sum(entry["bytes"] for entry in listed) / 1e6
+    return {
+        "superseded": listed,
+        "note": f"{len(older)} run folder(s) of earlier settings kept ({megabytes:.1f} MB: "
+        f"{names}); `tunesmith gc --runs` removes them",
+    }
 
 
 def remove_superseded(out_root: Path, dry_run: bool = False) -> list[tuple[Path, int]]:
@@ -168,7 +181,7 @@ def remove_superseded(out_root: Path, dry_run: bool = False) -> list[tuple[Path,
         for entry in adapters.get("superseded", []):
             folder = Path(entry["path"])
             if folder in still:
-                removed.append((folder, folder_bytes(folder)))
+                removed.append((folder, bytes_on_disk(folder)))
                 if not dry_run:
                     shutil.rmtree(folder)
         if adapters.get("superseded") and not dry_run:  # a build may have rewritten it since
