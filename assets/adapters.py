@@ -17,7 +17,7 @@ from dagster._core.errors import (
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
-from tunesmith import families
+from tunesmith import family as families
 from tunesmith.report import Skipped, StageResult, read_report
 from tunesmith.store import content_key, verdicts
 from tunesmith.train import stage as engine

@@ -6,7 +6,7 @@ import pandas as pd
 from assets.common import capped_text, log_capped, stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
-from tunesmith import families
+from tunesmith import family as families
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import content_key
 from tunesmith.train.config import base_model_folder, dataset_runs

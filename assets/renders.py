@@ -8,7 +8,7 @@ import pandas as pd
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
-from tunesmith import families
+from tunesmith import family as families
 from tunesmith.render import demos as engine
 from tunesmith.store import content_key
 from tunesmith.store.fingerprints import model_fingerprint

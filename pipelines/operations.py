@@ -85,7 +85,7 @@ def config_problem(folder: Path) -> str:
 
 def check(names: list[str]) -> int:
     """Validate each dataset's runs and base models without building anything."""
-    from tunesmith import families
+    from tunesmith import family as families
 
     roots, problems = Roots.from_env(), 0
     for key, folder in _select(names).items():

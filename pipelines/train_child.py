@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 from dagster_pipes import open_dagster_pipes
 
-from tunesmith import families
+from tunesmith import family as families
 from tunesmith.backends.placement import Placement
 from tunesmith.store.atomic import DiskFull, atomic_write_json
 from tunesmith.train import distributed, loop

@@ -119,7 +119,7 @@ def test_a_run_asking_for_processes_its_trainer_lacks_is_refused_before_any_star
     """The planner trains on several processes on MLX (under mlx.launch), not on torch; the
     DiT and the other families' trainers do on torch. The adapters stage asks this before it
     starts a process (a rank used to load the model first, then refuse)."""
-    from tunesmith import families
+    from tunesmith import family as families
     from tunesmith.train.stage import one_process_only
 
     write(tmp_path, """

@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 
 from pipelines import train_child
 from tunesmith.backends.placement import Placement
-from tunesmith.families import get
+from tunesmith.family import get
 from tunesmith.train import loop
 from tunesmith.train.config import ConfigError, resolve_run
 from tunesmith.train.state import ResumeError

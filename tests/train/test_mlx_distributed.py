@@ -37,7 +37,7 @@ from tests.train.test_distributed import (  # noqa: F401 (fixtures)
     sa3_items,
 )
 from tests.train.test_distributed import extras as torch_extras
-from tunesmith import families
+from tunesmith import family as families
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3.mlx.trainer import MlxTrainer
 from tunesmith.train import loop

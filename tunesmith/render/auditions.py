@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunesmith import families
+from tunesmith import family as families
 from tunesmith.render.audition import audition_html
 from tunesmith.report import StageResult
 from tunesmith.store import content_key

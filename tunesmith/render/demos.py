@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunesmith import families
+from tunesmith import family as families
 from tunesmith.backends.placement import Placement
 from tunesmith.media.writers import mp3_from_wav, wav_bytes, write_png
 from tunesmith.report import StageResult

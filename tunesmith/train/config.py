@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from tunesmith import family as families
+
 
 class ConfigError(ValueError):
     """A `tunesmith.toml` that cannot be used; the message names the file and the key."""
@@ -111,8 +113,6 @@ def computed(run: RunConfig) -> dict[str, Any]:
 
 def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
     """The runs of a dataset: its `tunesmith.toml`, or one default run for its media."""
-    from tunesmith import families
-
     path = folder / "tunesmith.toml"
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -133,8 +133,6 @@ def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
 
 
 def resolve_run(raw: dict[str, Any], path: Path, index: int) -> RunConfig:
-    from tunesmith import families
-
     where = f"{path} [[runs]] #{index + 1}"
     _check_keys(raw, RUN_KEYS, where)
     known = families.all_families()
@@ -209,8 +207,6 @@ def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
 
 def validate(run: RunConfig, where: str) -> None:
     """The shared checks, then the family's own (`Family.config.problems`)."""
-    from tunesmith import families
-
     a, t = run.adapter, run.train
     problems = []
     if isinstance(a.rank, bool) or not isinstance(a.rank, int) or a.rank < 1:
@@ -240,8 +236,6 @@ def validate(run: RunConfig, where: str) -> None:
 
 
 def _launch_problems(run: RunConfig) -> list[str]:
-    from tunesmith import families
-
     t, problems = run.train, []
     for key in ("devices", "nodes"):
         value = getattr(t, key)
@@ -284,7 +278,7 @@ def media_kind(kinds: list[str]) -> str:
 
 def dataset_runs(folder: Path) -> list[RunConfig]:
     """`load_runs` with the media kind read from the folder's file names."""
-    from tunesmith.dataset.manifest import kind_of
+    from tunesmith.dataset.manifest import kind_of  # here: the manifest module loads pandas
 
     kinds = [kind_of(p) for p in folder.rglob("*") if not p.name.startswith(".")]
     return load_runs(folder, media_kind(kinds))

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 import tunesmith
-from tunesmith import families
+from tunesmith import family as families
 from tunesmith.backends.placement import Placement
 from tunesmith.store import bytes_on_disk, content_key
 from tunesmith.store.fingerprints import model_fingerprint

@@ -54,7 +54,7 @@ def encode_dataset(folder: Path, models: Path, work: Path, runs=None):
     from tunesmith.backends.placement import Placement
     from tunesmith.dataset.labels import build_labels
     from tunesmith.dataset.manifest import build_manifest
-    from tunesmith.families import EncodeRequest, get
+    from tunesmith.family import EncodeRequest, get
     from tunesmith.store import Store
     from tunesmith.train.config import base_model_folder, load_runs
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from tunesmith.families import ConfigSections, Family
+from tunesmith.family import ConfigSections, Family
 from tunesmith.media.audio import decode
 from tunesmith.report import StageResult
 from tunesmith.store import content_key
@@ -69,11 +69,6 @@ class Volume(Family):
             if list(f.keys()) != ["level"] or "tunesmith.run_key" not in f.metadata():
                 raise ValueError(f"{path}: expected one tensor `level` and the lineage")
             return f.metadata()
-
-    def make_tiny(self, folder: Path) -> Path:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        (Path(folder) / "volume.json").write_text("{}")
-        return Path(folder)
 
 
 @dataclass

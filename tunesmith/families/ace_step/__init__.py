@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import MappingProxyType
 
-from tunesmith.families import ConfigSections, Family
+from tunesmith.family import ConfigSections, Family
 from tunesmith.families.ace_step import config as settings
 
 
@@ -122,10 +122,6 @@ class AceStep(Family):
 
         return validate_files(path)
 
-    def make_tiny(self, folder: Path) -> Path:
-        from tunesmith.families.ace_step.tiny import make_tiny_ace_step
-
-        return make_tiny_ace_step(folder)
 
 
 def _make_trainer(run, base_model, items, run_dir, placement, metadata):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import MappingProxyType
 
-from tunesmith.families import ConfigSections, Family
+from tunesmith.family import ConfigSections, Family
 from tunesmith.families.sdxl import config as settings
 
 
@@ -67,10 +67,6 @@ class Sdxl(Family):
 
         return validate_files(path)
 
-    def make_tiny(self, folder: Path) -> Path:
-        from tunesmith.families.sdxl.tiny import make_tiny_sdxl
-
-        return make_tiny_sdxl(folder)
 
 
 FAMILY = Sdxl()

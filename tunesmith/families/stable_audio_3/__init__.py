@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import MappingProxyType
 
-from tunesmith.families import ConfigSections, Family
+from tunesmith.family import ConfigSections, Family
 from tunesmith.families.stable_audio_3 import config as settings
 
 
@@ -75,10 +75,6 @@ class StableAudio3(Family):
 
         return validate_file(path).metadata
 
-    def make_tiny(self, folder: Path) -> Path:
-        from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
-
-        return make_tiny_stable_audio_3(folder)
 
 
 FAMILY = StableAudio3()

@@ -44,7 +44,7 @@ def planner_encoded(tiny_ace_step: Path, tiny_planner: Path, tmp_path_factory):
 
 
 def make_trainer(frame, models: Path, run_dir: Path, run=None):
-    from tunesmith import families
+    from tunesmith import family as families
 
     run = run or planner_run()
     make = families.get("ace-step").trainer("torch")
@@ -69,7 +69,7 @@ def test_a_planner_run_takes_hot_steps_lm_defaults():
 
 
 def test_the_loop_trains_the_planner_and_writes_both_folders(planner_encoded, tmp_path):
-    from tunesmith import families
+    from tunesmith import family as families
     from tunesmith.families.ace_step.planner import adapter_files
     from tunesmith.train import loop
 
@@ -118,7 +118,7 @@ def test_a_rank_below_muon_min_dim_trains_with_adamw_and_says_so(planner_encoded
 
 
 def test_items_without_codes_skip_the_run_with_one_message(planner_encoded, tmp_path):
-    from tunesmith import families
+    from tunesmith import family as families
 
     frame, models = planner_encoded
     without = frame.drop(columns=["codes"])
@@ -136,7 +136,7 @@ MLX = Placement("mlx", "cpu", "float32", "tests")
 
 def make_mlx_trainer(frame, models: Path, run_dir: Path, run=None):
     pytest.importorskip("mlx_lm")
-    from tunesmith import families
+    from tunesmith import family as families
 
     make = families.get("ace-step").trainer("mlx")
     metadata = {"tunesmith.version": "test", "tunesmith.base_model_fingerprint": "fp",
@@ -146,7 +146,7 @@ def make_mlx_trainer(frame, models: Path, run_dir: Path, run=None):
 
 def test_the_mlx_backend_trains_on_the_loop_and_matches_torch_at_the_start(planner_encoded,
                                                                            tmp_path):  # fmt: skip
-    from tunesmith import families
+    from tunesmith import family as families
     from tunesmith.families.ace_step.planner import adapter_files
     from tunesmith.train import loop
 
@@ -189,7 +189,7 @@ def test_a_resumed_mlx_planner_run_is_bit_exact_on_the_cpu(planner_encoded, tmp_
 
 
 def test_a_missing_or_broken_planner_skips_the_run_naming_the_folder(planner_encoded, tmp_path):
-    from tunesmith import families
+    from tunesmith import family as families
 
     frame, models = planner_encoded
     family = families.get("ace-step")
@@ -213,7 +213,7 @@ def test_a_planner_that_passed_is_not_loaded_again_until_it_changes(planner_enco
     import subprocess
     import sys
 
-    from tunesmith import families
+    from tunesmith import family as families
     from tunesmith.families.ace_step.planner.tiny import build_tiny_planner
 
     frame, models = planner_encoded
