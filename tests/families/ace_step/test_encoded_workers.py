@@ -18,9 +18,9 @@ from tests.families.ace_step.conftest import RUN_TOML, write_dataset
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
-from tunesmith.family import EncodeRequest
 from tunesmith.families.ace_step import encoded as stage
 from tunesmith.families.ace_step import model
+from tunesmith.family import EncodeRequest
 from tunesmith.store import Store
 from tunesmith.train.config import load_runs
 

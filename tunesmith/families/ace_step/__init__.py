@@ -24,8 +24,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import MappingProxyType
 
-from tunesmith.family import ConfigSections, Family
 from tunesmith.families.ace_step import config as settings
+from tunesmith.family import ConfigSections, Family
 
 
 class AceStep(Family):
@@ -121,7 +121,6 @@ class AceStep(Family):
         from tunesmith.families.ace_step.files import validate_files
 
         return validate_files(path)
-
 
 
 def _make_trainer(run, base_model, items, run_dir, placement, metadata):

@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import MappingProxyType
 
-from tunesmith.family import ConfigSections, Family
 from tunesmith.families.sdxl import config as settings
+from tunesmith.family import ConfigSections, Family
 
 
 class Sdxl(Family):
@@ -66,7 +66,6 @@ class Sdxl(Family):
         from tunesmith.families.sdxl.files import validate_files
 
         return validate_files(path)
-
 
 
 FAMILY = Sdxl()

@@ -22,8 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import MappingProxyType
 
-from tunesmith.family import ConfigSections, Family
 from tunesmith.families.stable_audio_3 import config as settings
+from tunesmith.family import ConfigSections, Family
 
 
 class StableAudio3(Family):
@@ -74,7 +74,6 @@ class StableAudio3(Family):
         from tunesmith.families.stable_audio_3.files import validate_file
 
         return validate_file(path).metadata
-
 
 
 FAMILY = StableAudio3()
