@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from tests.families.ace_step.conftest import encode_dataset, write_dataset
 from tunesmith.backends.placement import Placement
-from tunesmith.families.ace_step import captions, encode
+from tunesmith.families.ace_step import captions, model
 from tunesmith.train import stage
 
 RUNS = """
@@ -46,20 +46,20 @@ def test_rows_hold_latents_codes_and_each_runs_texts(ace_encoded, ace_pipe):
     row = frame[frame["path"] == "clip0.wav"].iloc[0]
     item = load_file(row["latents"])
     assert item["latents"].shape == (40, 8)  # 1.6 s at 25 Hz, 8 channels
-    assert torch.equal(item["audio_codes"], encode.audio_codes(ace_pipe, item["latents"]))
+    assert torch.equal(item["audio_codes"], model.audio_codes(ace_pipe, item["latents"]))
     assert row["caption"] == "zqx, a loop number 0, warm synth pop"
     with safe_open(row["caption_states"], "pt") as f:
         string, caption = f.metadata()["text"], f.get_tensor("hidden_states")
     assert "# Caption\nzqx, a loop number 0, warm synth pop\n" in string
     assert "- duration: 1 seconds\n" in string  # 40 frames, whole seconds
-    expected = encode.encode_caption(ace_pipe, string).hidden_states
+    expected = model.encode_caption(ace_pipe, string).hidden_states
     assert torch.allclose(caption, expected, atol=1e-6)
     lyrics = {r["path"]: r["instrumental"] for r in frame.to_dict("records")}
     assert lyrics == {"clip0.wav": False, "clip1.wav": True, "clip2.wav": False,
                       "clip3.wav": True, "clip4.wav": False}  # fmt: skip
-    # the published view: what encode.read_item reads, and every run's texts
+    # the published view: what model.read_item reads, and every run's texts
     [stem] = (models.parent / "out" / "encoded").glob("tiny-*")
-    latents, codes, sidecar = encode.read_item(stem / "clip0")
+    latents, codes, sidecar = model.read_item(stem / "clip0")
     assert torch.equal(latents, item["latents"]) and torch.equal(codes, item["audio_codes"])
     assert "la la 0" in sidecar["texts"]["unit"]["lyrics_string"]
     # One [Instrumental] lyrics text serves both instrumentals: 5 captions + 4 lyrics texts.
