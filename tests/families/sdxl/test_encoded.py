@@ -18,9 +18,8 @@ from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
 from tunesmith.encoding import Encoded
-from tunesmith.families.sdxl import FAMILY
+from tunesmith.families.sdxl import FAMILY, model
 from tunesmith.families.sdxl import encoded as stage
-from tunesmith.families.sdxl import model
 from tunesmith.family import EncodeRequest
 from tunesmith.media.images import fit_square, load_image
 from tunesmith.store import Store
