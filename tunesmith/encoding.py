@@ -118,6 +118,10 @@ class ItemEncoder(BatchEncoder):
     family: str = ""  # the family's name, in the data version
     media: str = ""  # the labels' `kind` of its items
     columns: tuple[str, ...] = ()  # the table's columns
+    # Its columns that say where a file lies (in the store, under the outputs): left out of
+    # the data version, which the keys and the published files' text already cover, so that
+    # the same entries give the same version in any store.
+    places: tuple[str, ...] = ()
     by_path: bool = False  # items in the order of their paths (else the labels')
     per_run: bool = False  # its rows depend on the run: one per run and item, with `run`
     texts_counted: str = ""  # the result's counts of texts ("captions": captions_cached, ...)
@@ -230,8 +234,10 @@ def encode(request, make: type[ItemEncoder]) -> Encoded:
         extra[f"{make.texts_counted}_computed"] = counts.texts_computed
     if warnings:
         extra["warnings"] = list(dict.fromkeys(warnings))
-    version = content_key(stage="encoded", family=make.family, keys=keys,
-                          rows=frame.to_dict("records"), outputs=outputs)  # fmt: skip
+    described = frame.drop(columns=list(make.places)).to_dict("records")
+    version = content_key(
+        stage="encoded", family=make.family, keys=keys, rows=described, outputs=outputs
+    )
     result = StageResult(
         stage="encoded",
         data_version=version,

@@ -98,6 +98,7 @@ class Songs(ItemEncoder):
     their encodings, for one base model."""
 
     family, media, columns = FAMILY, "audio", COLUMNS
+    places = ("latents", "caption_states", "lyrics_states")
     by_path, per_run, texts_counted = True, True, "texts"
     text_encoder = Strings()
     max_items = 1  # one at a time: the posterior's draw is the file's own

@@ -102,6 +102,7 @@ class Pictures(ItemEncoder):
     model; a run's `size` is the setting."""
 
     family, media, columns, per_run = FAMILY, "image", COLUMNS, True
+    places = ("posterior", "text")
     texts_counted = "captions"
     text_encoder = Captions()
 

@@ -112,7 +112,7 @@ class Clips(ItemEncoder):
     """Audio files into VAE latents and their prompts into T5Gemma's output, for one base
     model, in underfit's pre-encoded layout."""
 
-    family, media, columns = FAMILY, "audio", COLUMNS
+    family, media, columns, places = FAMILY, "audio", COLUMNS, ("latents", "sidecar")
     text_encoder = Prompts()
 
     def __init__(self, checkpoint: Path, request) -> None:
