@@ -45,7 +45,7 @@ from typing import Any
 import pandas as pd
 
 from tunesmith.backends import batches
-from tunesmith.dataset.workers import kept, pool, process_device
+from tunesmith.dataset.workers import deal, kept, pool, process_device
 from tunesmith.media.sniff import MediaError
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import DamagedEntry, Store, content_key
@@ -128,7 +128,8 @@ class ItemEncoder(BatchEncoder):
     text_encoder: BatchEncoder | None = None  # how its texts are made; None: it has none
 
     def __init__(self, checkpoint: Path, request) -> None:
-        self.checkpoint, self.device = Path(checkpoint), request.placement.device
+        self.checkpoint, self.folder = Path(checkpoint), Path(request.folder)
+        self.placement, self.device = request.placement, request.placement.device
         self.store: Store = request.store
         self.notes: list[str] = []  # warnings about the base model, said once
 
@@ -347,8 +348,7 @@ class _Base:
         planned = part.plan(todo, batches.memory_budget(self.request.placement))
         if self.processes is None:
             return _encode_batches(part, self.model, planned, self.store)
-        count = min(self.request.workers, len(planned))
-        shares = [planned[number::count] for number in range(count)]
+        shares = deal(planned, self.request.workers)
         which = "text" if part is self.encoder.text_encoder else "item"
         tasks = [(self.encoder, which, share, self.store.root, number)
                  for number, share in enumerate(shares)]  # fmt: skip

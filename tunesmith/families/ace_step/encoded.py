@@ -110,7 +110,6 @@ class Songs(ItemEncoder):
         if not report.codes:
             self.notes.append(report.codes_message)  # once per base model
         cache = request.fingerprint_cache
-        self.folder, self.placement = Path(request.folder), request.placement
         self.vae_fp = model_fingerprint(self.checkpoint / "vae", cache)
         self.tokenizer_fp = (
             model_fingerprint(self.checkpoint / "audio_tokenizer", cache) if self.codes else None

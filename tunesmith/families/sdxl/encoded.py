@@ -110,7 +110,6 @@ class Pictures(ItemEncoder):
         super().__init__(checkpoint, request)
         check_checkpoint(self.checkpoint)
         cache = request.fingerprint_cache
-        self.folder, self.placement = Path(request.folder), request.placement
         self.vae_fp = model_fingerprint(self.checkpoint / "vae", cache)
         self.text_fp = text_fingerprint(self.checkpoint, cache)
         self.vae_config = _read_vae_config(self.checkpoint)

@@ -119,7 +119,6 @@ class Clips(ItemEncoder):
         super().__init__(checkpoint, request)
         check_checkpoint(self.checkpoint)
         cache = request.fingerprint_cache
-        self.folder, self.placement = Path(request.folder), request.placement
         self.vae_fp = model_fingerprint(self.checkpoint / "vae", cache)
         self.text_fp = content_key(
             encoder=model_fingerprint(self.checkpoint / "text_encoder", cache),
