@@ -347,7 +347,7 @@ class _Base:
             return {}, set()
         planned = part.plan(todo, batches.memory_budget(self.request.placement))
         if self.processes is None:
-            return _encode_batches(part, self.model, planned, self.store)
+            return encode_batches(part, self.model, planned, self.store)
         shares = deal(planned, self.request.workers)
         which = "text" if part is self.encoder.text_encoder else "item"
         tasks = [(self.encoder, which, share, self.store.root, number)
@@ -369,7 +369,7 @@ class _Base:
 
 
 def _encode_share(task) -> tuple[dict, set[str]]:
-    """One worker process's batches into the store (see `_encode_batches`); the process loads
+    """One worker process's batches into the store (see `encode_batches`); the process loads
     the model for its first task and keeps it for the rest."""
     encoder, which, share, root, number = task
     model = kept(
@@ -377,10 +377,10 @@ def _encode_share(task) -> tuple[dict, set[str]]:
         lambda: functools.cache(lambda: encoder.load(process_device(encoder.device, number))),
     )
     part = encoder.text_encoder if which == "text" else encoder
-    return _encode_batches(part, model, share, Store(root))
+    return encode_batches(part, model, share, Store(root))
 
 
-def _encode_batches(
+def encode_batches(
     part: BatchEncoder, model: Callable[[], Any], planned: list[list[Unit]], store: Store
 ) -> tuple[dict, set[str]]:
     """Decode and encode each batch of `planned` into the store: (key → (path, reason) of each
