@@ -235,8 +235,8 @@ def vae_ratio(config: dict) -> int:
 
 
 def encoder_details(config: dict) -> dict:
-    """underfit's `details.json` from the VAE's config: what a reader of the latents needs
-    (what `model.encoder_details` reads off the loaded VAE)."""
+    """underfit's `details.json` from the VAE's config (no model loaded): what a reader of the
+    latents needs to know."""
     return {
         "sample_rate": int(config["sampling_rate"]),
         "downsampling_ratio": vae_ratio(config),
