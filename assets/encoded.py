@@ -67,7 +67,7 @@ def encoded(
         computed=sum(r.computed for r in results),
         skipped=[s for r in results for s in r.skipped] + skipped,
         seconds=sum(r.seconds for r in results),
-        extra={"warnings": "; ".join(_warnings(results))},
+        extra={"warnings": _warnings(results)},
     )
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"model": []})
     store.set_roots(f"{key}/encoded", keys)
@@ -82,9 +82,8 @@ def encoded(
 
 
 def _warnings(results: list[StageResult]) -> list[str]:
-    """One line per warning of every family's encoder (each joins its own with "; ")."""
-    joined = [str(r.extra["warnings"]) for r in results if r.extra.get("warnings")]
-    return [line for text in joined for line in text.split("; ")]
+    """Every family's encoder's warnings, one line each."""
+    return [line for r in results for line in r.extra.get("warnings", [])]
 
 
 def _base_models(family, runs, models_root) -> tuple[set, list[Skipped]]:

@@ -115,18 +115,18 @@ def bare(folder: Path, work: Path, device: str, dtype: str):
     from peft import LoraConfig
     from safetensors.torch import load_file
 
-    from tunesmith.families.ace_step import encode
+    from tunesmith.families.ace_step.model import TextEncoding, conditioning
 
     pipe = AceStepPipeline.from_pretrained(folder, use_safetensors=True)
     pipe = pipe.to(device, getattr(torch, dtype))
     dit, rows = pipe.transformer, songs(folder, work).to_dict("records")
     data = []
     for row in rows:  # each song's conditioning, once
-        text = [encode.TextEncoding(load_file(row[k])["hidden_states"], 0, 0) for k in
+        text = [TextEncoding(load_file(row[k])["hidden_states"], 0, 0) for k in
                 ("caption_states", "lyrics_states")]  # fmt: skip
-        text = [encode.TextEncoding(t.hidden_states, t.hidden_states.shape[0], 0) for t in text]
+        text = [TextEncoding(t.hidden_states, t.hidden_states.shape[0], 0) for t in text]
         with torch.no_grad():
-            states, _ = encode.conditioning(pipe, *text)
+            states, _ = conditioning(pipe, *text)
         data.append((load_file(row["latents"])["latents"].to(device), states))
     silence, null = pipe.condition_encoder.silence_latent, pipe.condition_encoder.null_condition_emb
     dit.requires_grad_(False)

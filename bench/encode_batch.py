@@ -4,9 +4,9 @@ For each family with a VAE stage (SDXL: pictures; Stable Audio 3: clips), on N i
 `bench/make_large.py` (pictures of 48 to 112 px fitted to `--size`; clips of 2.5 to 4 s at 16
 lengths), with the tiny model of the family loaded once:
 
-- ours: the stage's encode of everything missing (`encode_pictures` / `encode_clips`: decode,
-  batch by shape within the placement's memory budget, one VAE call a batch, write each entry
-  into a fresh store);
+- ours: the encode loop's work on everything missing, with the family's item encoder
+  (`tunesmith.encoding.encode_batches` over the encoder's plan: decode, batch by shape within
+  the placement's memory budget, one VAE call a batch, write each entry into a fresh store);
 - bare: the loop a user writes by hand: per item decode it the same way, call the diffusers VAE
   on that one item, save its result with safetensors / numpy.
 
@@ -30,6 +30,7 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import soundfile
@@ -45,6 +46,7 @@ from sdxl_step import clock  # noqa: E402
 
 from tunesmith.backends import batches  # noqa: E402
 from tunesmith.backends.placement import Placement  # noqa: E402
+from tunesmith.encoding import Unit, encode_batches  # noqa: E402
 from tunesmith.families.sdxl import encoded as sdxl_stage  # noqa: E402
 from tunesmith.families.sdxl import model as sdxl_model  # noqa: E402
 from tunesmith.families.stable_audio_3 import encoded as sa3_stage  # noqa: E402
@@ -89,6 +91,19 @@ def best(rounds: int, arms: dict, device: str) -> dict[str, float]:
     return {name: min(values) for name, values in times.items()}
 
 
+def encoder_for(kind, checkpoint: Path, folder: Path, root: Path, placement: Placement):
+    """The family's item encoder for `checkpoint`, as the stage builds it."""
+    request = SimpleNamespace(folder=folder, placement=placement, store=Store(root / "store"),
+                              fingerprint_cache=root / "fp.json", out=root / "out")  # fmt: skip
+    return kind(checkpoint, request)
+
+
+def ours_encode(encoder, pipe, units: list, store_root: Path, placement: Placement) -> None:
+    """The loop's batches of `units` into a fresh store, the model already loaded."""
+    planned = encoder.plan(units, batches.memory_budget(placement))
+    encode_batches(encoder, lambda: pipe, planned, Store(store_root))
+
+
 def report(what: str, seconds: dict[str, float], made: Counter) -> None:
     ours, bare = seconds["ours"], seconds["bare"]
     sizes = ", ".join(f"{count} of {size}" for size, count in sorted(made.items(), reverse=True))
@@ -111,23 +126,17 @@ def pictures(root: Path, args, placement: Placement) -> None:
     checkpoint = make_tiny_sdxl(root / "tiny-sdxl")
     pipe = sdxl_model.load_pipeline(checkpoint, torch.float32, args.device, skip=("unet",))
     vae = pipe.vae
-    cost = sdxl_stage.picture_cost(dict(vae.config), args.size)
-    made: Counter = Counter()
+    encoder = encoder_for(sdxl_stage.Pictures, checkpoint, folder, root, placement)
+    original, made = encoder.encode, Counter()
 
     def ours(store_root: Path, round_: int) -> None:
-        keys = {i["path"]: content_key(round=round_, path=i["path"]) for i in items}
-        original = sdxl_stage._encode_batch
-
-        def counted(pipe_, part):
+        def counted(model, part):
             made[len(part)] += round_ == 0
-            return original(pipe_, part)
+            return original(model, part)
 
-        sdxl_stage._encode_batch = counted
-        try:
-            sdxl_stage.encode_pictures(folder, items, keys, lambda: pipe, Store(store_root),
-                                       args.size, (cost, placement))  # fmt: skip
-        finally:
-            sdxl_stage._encode_batch = original
+        encoder.encode = counted
+        units = [Unit(content_key(round=round_, path=i["path"]), i, args.size) for i in items]
+        ours_encode(encoder, pipe, units, store_root, placement)
 
     def bare(out: Path, round_: int) -> None:
         for item in items:
@@ -159,27 +168,24 @@ def clips(root: Path, args, placement: Placement) -> None:
     checkpoint = make_tiny_stable_audio_3(root / "tiny-sa3", seed=0)
     pipe = sa3_model.load_pipeline(checkpoint, torch.float32, args.device)
     vae = pipe.vae
-    made: Counter = Counter()
+    encoder = encoder_for(sa3_stage.Clips, checkpoint, folder, root, placement)
+    original, made = encoder.encode, Counter()
     now = clock(args.device)
     in_vae = {"ours": [], "bare": []}  # per round: seconds inside the VAE calls alone
 
     def ours(store_root: Path, round_: int) -> None:
-        keys = {i["path"]: content_key(round=round_, path=i["path"]) for i in items}
-        original = sa3_stage._encode_batch
         in_vae["ours"].append(0.0)
 
-        def counted(vae_, part):
+        def counted(model, part):
             made[len(part)] += round_ == 0
             start = now()
-            latents = original(vae_, part)
+            writers = original(model, part)
             in_vae["ours"][-1] += now() - start
-            return latents
+            return writers
 
-        sa3_stage._encode_batch = counted
-        try:
-            sa3_stage.encode_clips(folder, items, keys, lambda: pipe, Store(store_root), placement)
-        finally:
-            sa3_stage._encode_batch = original
+        encoder.encode = counted
+        units = [Unit(content_key(round=round_, path=i["path"]), i) for i in items]
+        ours_encode(encoder, pipe, units, store_root, placement)
 
     def bare(out: Path, round_: int) -> None:
         ratio = vae.downsampling_ratio

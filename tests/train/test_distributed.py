@@ -56,17 +56,21 @@ def sdxl_items(tiny_sdxl, tmp_path_factory) -> pd.DataFrame:
     from tunesmith.dataset.labels import build_labels
     from tunesmith.dataset.manifest import build_manifest
     from tunesmith.examples.rings import make_rings
-    from tunesmith.families.sdxl import encoded as stage
+    from tunesmith.families.sdxl import FAMILY
+    from tunesmith.family import EncodeRequest
     from tunesmith.store import Store
+    from tunesmith.train.config import resolve_run
 
     root = tmp_path_factory.mktemp("rings")
     folder, store = root / "rings", Store(root / "store")
     make_rings(folder, count=6)
     manifest, _ = build_manifest(folder, root / "hashes.json")
     labels = build_labels(folder, manifest, store).frame
-    built = stage.build_encoded(
-        folder, labels, [tiny_sdxl], root / "out", store, CPU, root / "fp.json", 64
-    )
+    raw = {"family": "sdxl", "base_model": str(tiny_sdxl), "train": {"size": 64}}
+    runs = [resolve_run(raw, Path("tunesmith.toml"), 0)]
+    request = EncodeRequest(folder, labels, runs, [tiny_sdxl], root / "out", store, CPU,
+                            root / "fp.json")  # fmt: skip
+    built = FAMILY.encode(request)
     return built.frame.sort_values("path")
 
 

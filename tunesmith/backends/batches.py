@@ -8,9 +8,10 @@ each bucket is cut into batches whose summed `cost` (bytes of activations, estim
 caller) stays within the placement's budget.
 
 `stream` groups an iterable lazily and holds at most one unfinished batch per shape, and no
-more than the budget's worth of items across them, so an encoder can load items one by one
-(decode a picture, read a clip) and never holds the whole dataset; `plan` does the same over a
-list.
+more than the budget's worth of items across them; `plan` does the same over a list. The encode
+loop (`tunesmith.encoding`) plans the missing items from what they say before decoding (a
+picture's size, a clip's length in its header), so each process decodes only its own batches,
+one at a time, and never holds the whole dataset.
 
 The budget (`memory_budget`) is fixed per device kind and machine, never read from the free
 memory of the moment, so that the same missing items make the same batches every time:

@@ -9,10 +9,10 @@ threads is not safe to use, and a fork server is a fresh process that has loaded
 The results are the same as with one worker, in the same order: each task is independent and
 the pool's `map` returns results in input order.
 
-The `encoded` stages share what is missing out over `encode_workers` processes: `deal` hands
-out whole batches, `pool` keeps the processes for several rounds (the files, then the texts)
-so that a model a process loads for one task (`kept`) serves its later ones, and
-`process_device` gives each process a GPU of its own where there are several.
+The encode loop (`tunesmith.encoding`) shares what is missing out over `encode_workers`
+processes: `deal` hands out whole batches, `pool` keeps the processes for several rounds (the
+files, then the texts) so that a model a process loads for one task (`kept`) serves its later
+ones, and `process_device` gives each process a GPU of its own where there are several.
 """
 
 from __future__ import annotations
@@ -81,13 +81,11 @@ def kept(key: Hashable, make: Callable[[], T]) -> T:
     return _KEPT[key]
 
 
-def deal(groups: Sequence[Sequence[T]], workers: int) -> list[list[T]]:
-    """`groups` (batches, or items that must stay together) dealt out to `workers` processes:
-    group j to process j mod `workers`, each process's groups joined in order; a process that
-    would get nothing is left out."""
+def deal(groups: Sequence[T], workers: int) -> list[list[T]]:
+    """`groups` (batches, kept whole) dealt out to `workers` processes: group j to process
+    j mod `workers`, each process's in order; a process that would get nothing is left out."""
     count = max(workers, 1)
-    shares = [[x for group in groups[i::count] for x in group] for i in range(count)]
-    return [share for share in shares if share]
+    return [list(groups[i::count]) for i in range(min(count, len(groups)))]
 
 
 def process_device(device: str, number: int) -> str:

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tunesmith.families.ace_step.encode import audio_codes
-from tunesmith.families.ace_step.model import check_checkpoint, load_pipeline
+from tunesmith.families.ace_step.model import audio_codes, check_checkpoint, load_pipeline
 
 
 @pytest.fixture

@@ -15,11 +15,11 @@ import torch
 
 from tests.conftest import no_pool_tasks, refuse_model, tree_bytes, write_clip
 from tests.families.ace_step.conftest import RUN_TOML, write_dataset
+from tunesmith import encoding
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
-from tunesmith.families.ace_step import encoded as stage
-from tunesmith.families.ace_step import model
+from tunesmith.families.ace_step import FAMILY, model
 from tunesmith.family import EncodeRequest
 from tunesmith.store import Store
 from tunesmith.train.config import load_runs
@@ -48,7 +48,7 @@ def test_two_workers_write_what_one_writes(tiny_ace_step, tmp_path, monkeypatch)
         labels = build_labels(folder, manifest, store).frame
         request = EncodeRequest(folder, labels, runs, [models / "tiny"], tmp_path / f"out-{name}",
                                 store, CPU, tmp_path / "fp.json", workers)  # fmt: skip
-        return stage.build_encoded(request)
+        return FAMILY.encode(request)
 
     one = build("one", 1)
     monkeypatch.setattr(model, "load_pipeline", refuse_model)  # loaded in the processes only
@@ -63,7 +63,7 @@ def test_two_workers_write_what_one_writes(tiny_ace_step, tmp_path, monkeypatch)
         assert (result.extra["texts_computed"], result.extra["texts_cached"]) == (13, 0)
     assert [s.path for s in one.result.skipped] == ["blip.wav"]
     assert "shorter than one latent frame" in one.result.skipped[0].reason
-    assert one.keys == two.keys  # (the data versions differ: the rows name each store's files)
+    assert one.keys == two.keys and one.result.data_version == two.result.data_version
     columns = [c for c in one.frame.columns if c not in STORE_PATHS]
     assert len(one.frame) == 10 and one.frame[columns].equals(two.frame[columns])
     for column in STORE_PATHS:  # the same entries' files
@@ -77,7 +77,7 @@ def test_two_workers_write_what_one_writes(tiny_ace_step, tmp_path, monkeypatch)
         entry = tree_bytes(Store(tmp_path / "store-one").path(key))
         assert entry and entry == tree_bytes(Store(tmp_path / "store-two").path(key)), key
 
-    monkeypatch.setattr(stage, "pool", lambda workers: nullcontext(no_pool_tasks))
+    monkeypatch.setattr(encoding, "pool", lambda workers: nullcontext(no_pool_tasks))
     (folder / "blip.wav").unlink()  # else a process tries it again
     again = build("two", 2).result
     assert (again.computed, again.cached, again.extra["texts_computed"]) == (0, 5, 0)

@@ -8,18 +8,18 @@ every family declares (tunesmith/families/__init__.py) and is loaded through the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
-import pandas as pd
 import torch
 
+from tunesmith.encoding import ItemEncoder, encode
 from tunesmith.family import ConfigSections, Family
 from tunesmith.media.audio import decode
-from tunesmith.report import StageResult
-from tunesmith.store import content_key
+from tunesmith.store import canonical_json, content_key
 from tunesmith.store.tensors import write_safetensors
 from tunesmith.train.config import AdapterConfig, DemoConfig, TrainConfig
 from tunesmith.train.trainer import StepReport
@@ -45,16 +45,7 @@ class Volume(Family):
             raise ValueError(f"{folder}: no volume.json; expected a volume model folder")
 
     def encode(self, request):
-        rows, keys = [], []
-        for item in request.labels[request.labels["kind"] == "audio"].to_dict("records"):
-            key = content_key(stage="encoded", family=self.name, content=item["sha256"])
-            level = float(np.sqrt(np.mean(decode(request.folder / item["path"])[0] ** 2)))
-            request.store.make(key, lambda tmp, v=level: (tmp / "value.json").write_text(str(v)))
-            rows.append({"model": request.base_models[0].name, "path": item["path"], "entry": key,
-                         "level": float(request.store.read_json(key))})  # fmt: skip
-            keys.append(key)
-        result = StageResult("encoded", content_key(keys=keys), items=len(rows), cached=len(rows))
-        return _Encoded(pd.DataFrame(rows), keys, result)
+        return encode(request, Levels)
 
     def trainer(self, backend: str) -> type:
         return VolumeTrainer
@@ -71,11 +62,31 @@ class Volume(Family):
             return f.metadata()
 
 
-@dataclass
-class _Encoded:
-    frame: pd.DataFrame
-    keys: list[str]
-    result: StageResult
+class Levels(ItemEncoder):
+    """The item encoder: each clip's RMS level, one clip at a time, with no model."""
+
+    family, media, columns, max_items = "volume", "audio", ("model", "path", "entry", "level"), 1
+
+    def load(self, device: str) -> None:
+        return None
+
+    def key(self, item: dict, setting) -> str:
+        return content_key(stage="encoded", family=self.family, content=item["sha256"])
+
+    def decode(self, model, unit) -> np.ndarray:
+        return decode(self.folder / unit.item["path"])[0]
+
+    def encode(self, model, decoded: list) -> list:
+        [samples] = decoded
+        return [functools.partial(_write_level, float(np.sqrt(np.mean(samples**2))))]
+
+    def row(self, unit, value, run, prepared, texts) -> dict:
+        return {"model": self.checkpoint.name, "path": unit.item["path"], "entry": unit.key,
+                "level": float(value["level"])}  # fmt: skip
+
+
+def _write_level(level: float, tmp: Path) -> None:
+    (tmp / "value.json").write_text(canonical_json({"level": level}), encoding="utf-8")
 
 
 @dataclass(frozen=True)

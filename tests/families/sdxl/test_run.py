@@ -16,11 +16,11 @@ from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
 from tunesmith.examples.rings import make_rings
-from tunesmith.families.sdxl import encoded as stage
-from tunesmith.families.sdxl import files
+from tunesmith.families.sdxl import FAMILY, files
 from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.sample import render_demo
 from tunesmith.families.sdxl.trainer import SdxlTrainer, split_holdout
+from tunesmith.family import EncodeRequest
 from tunesmith.store import Store
 from tunesmith.train import loop
 from tunesmith.train.config import resolve_run
@@ -38,9 +38,9 @@ def encoded(tiny_sdxl, tmp_path_factory):
     make_rings(folder, count=10)
     manifest, _ = build_manifest(folder, root / "hashes.json")
     labels = build_labels(folder, manifest, store).frame
-    built = stage.build_encoded(
-        folder, labels, [tiny_sdxl], root / "out", store, CPU, root / "fp.json", SIZE
-    )
+    request = EncodeRequest(folder, labels, [run_config(tiny_sdxl)], [tiny_sdxl], root / "out",
+                            store, CPU, root / "fp.json")  # fmt: skip
+    built = FAMILY.encode(request)
     assert len(built.frame) == 10
     return built.frame.sort_values("path")
 

@@ -2,12 +2,7 @@
 
 import torch
 
-from tunesmith.families.stable_audio_3.model import (
-    conditioning,
-    encode_audio,
-    encode_prompts,
-    encoder_details,
-)
+from tunesmith.families.stable_audio_3.model import conditioning, encode_audio, encode_prompts
 
 
 def test_chunked_encoding_matches_encoding_the_whole_file(pipe):
@@ -47,13 +42,39 @@ def test_conditioning_is_what_the_pipeline_builds(pipe):
     assert torch.equal(context[:, :256], ref_context[:, :256])  # the text part is exact
 
 
-def test_details_are_underfits(pipe):
-    assert encoder_details(pipe.vae) == {
+def test_details_are_underfits(pipe, tiny_sa3):
+    """underfit's details.json, made from the VAE's config.json (the stage loads no model for
+    it), says what the loaded VAE does."""
+    import json
+
+    from tunesmith.families.stable_audio_3 import encoded as stage
+
+    config = json.loads((tiny_sa3 / "vae" / "config.json").read_text(encoding="utf-8"))
+    assert stage.encoder_details(config) == {
         "sample_rate": 44100,
         "downsampling_ratio": 4096,
         "latent_dim": pipe.vae.config.latent_dim,
         "scale": 1.0,
     }
+    assert pipe.vae.downsampling_ratio == 4096 and pipe.vae.config.sampling_rate == 44100
+
+
+def encode_folder(folder, tiny_sa3, work):
+    """The stage's result for the clips of `folder` (manifest and labels built first)."""
+    from tunesmith.backends.placement import Placement
+    from tunesmith.dataset.labels import build_labels
+    from tunesmith.dataset.manifest import build_manifest
+    from tunesmith.families.stable_audio_3 import FAMILY
+    from tunesmith.family import EncodeRequest
+    from tunesmith.store import Store
+
+    store = Store(work / "store")
+    manifest, _ = build_manifest(folder, work / "hashes.json")
+    labels = build_labels(folder, manifest, store).frame
+    cpu = Placement("torch", "cpu", "float32", "test")
+    return FAMILY.encode(
+        EncodeRequest(folder, labels, [], [tiny_sa3], work / "out", store, cpu, work / "fp.json")
+    )
 
 
 def test_the_stage_encodes_clips_of_one_length_in_batches_as_one_at_a_time(
@@ -65,30 +86,20 @@ def test_the_stage_encodes_clips_of_one_length_in_batches_as_one_at_a_time(
     import numpy as np
 
     from tests.conftest import write_clip
-    from tunesmith.backends.placement import Placement
-    from tunesmith.dataset.labels import build_labels
-    from tunesmith.dataset.manifest import build_manifest
     from tunesmith.families.stable_audio_3 import encoded as stage
     from tunesmith.families.stable_audio_3 import model
     from tunesmith.families.stable_audio_3.model import load_pipeline
     from tunesmith.media.audio import for_model
-    from tunesmith.store import Store
 
     folder = tmp_path / "songs"
     lengths = [2.0, 2.0, 1.5, 2.0, 1.0]
     for i, seconds in enumerate(lengths):
         write_clip(folder / f"clip{i}.wav", seconds=seconds, bpm=90 + 10 * i, freq=110.0 * (i + 1))
-    store = Store(tmp_path / "store")
-    manifest, _ = build_manifest(folder, tmp_path / "hashes.json")
-    labels = build_labels(folder, manifest, store).frame
     calls = []
     original = model.encode_audio_batch
     monkeypatch.setattr(model, "encode_audio_batch",
                         lambda vae, x: calls.append(len(x)) or original(vae, x))  # fmt: skip
-    cpu = Placement("torch", "cpu", "float32", "test")
-    built = stage.build_encoded(
-        folder, labels, [tiny_sa3], tmp_path / "out", store, cpu, tmp_path / "fp.json"
-    )
+    built = encode_folder(folder, tiny_sa3, tmp_path)
     assert calls == [3] and built.result.computed == 5
     vae = load_pipeline(tiny_sa3).vae
     for row in built.frame.itertuples():
@@ -109,18 +120,14 @@ def test_a_header_that_gives_another_length_or_none_still_encodes_each_clip_righ
     import numpy as np
 
     from tests.conftest import write_clip
-    from tunesmith.backends.placement import Placement
     from tunesmith.families.stable_audio_3 import encoded as stage
     from tunesmith.families.stable_audio_3 import model
     from tunesmith.families.stable_audio_3.model import load_pipeline
     from tunesmith.media import audio as media_audio
-    from tunesmith.store import Store, content_key, sha256_file
 
     folder = tmp_path / "songs"
-    items = []
     for i, seconds in enumerate([2.0, 2.0, 2.0, 1.5, 2.0]):
-        path = write_clip(folder / f"clip{i}.wav", seconds=seconds, freq=110.0 * (i + 1))
-        items.append({"path": path.name, "sha256": sha256_file(path), "duration": seconds})
+        write_clip(folder / f"clip{i}.wav", seconds=seconds, freq=110.0 * (i + 1))
     pipe = load_pipeline(tiny_sa3)
     true_length, ratio = media_audio.model_length, pipe.vae.downsampling_ratio
     said = {"clip3.wav": true_length(folder / "clip0.wav", 44100, ratio), "clip4.wav": None}
@@ -130,15 +137,13 @@ def test_a_header_that_gives_another_length_or_none_still_encodes_each_clip_righ
     original = model.encode_audio_batch
     monkeypatch.setattr(model, "encode_audio_batch",
                         lambda vae, x: calls.append(len(x)) or original(vae, x))  # fmt: skip
-    keys = {item["path"]: content_key(path=item["path"]) for item in items}
-    store = Store(tmp_path / "store")
-    cpu = Placement("torch", "cpu", "float32", "test")
-    assert stage.encode_clips(folder, items, keys, lambda: pipe, store, cpu) == {}
+    built = encode_folder(folder, tiny_sa3, tmp_path)
+    assert built.result.computed == 5 and not built.result.skipped
     assert calls == [3]  # clip0-2 together; clip3 (planned with them) and clip4 each alone
     vae = pipe.vae
-    for item in items:
-        audio = media_audio.for_model(folder / item["path"], 44100, vae.downsampling_ratio)
+    for row in built.frame.itertuples():
+        audio = media_audio.for_model(folder / row.path, 44100, vae.downsampling_ratio)
         alone = encode_audio(vae, audio.samples).numpy()
-        latents = np.load(store.path(keys[item["path"]]) / "latents.npy")
+        latents = np.load(row.latents)
         assert latents.shape == alone.shape
         assert np.abs(latents - alone).max() / np.abs(alone).max() <= stage.TOLERANCE

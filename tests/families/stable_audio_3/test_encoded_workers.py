@@ -13,11 +13,13 @@ import pytest
 import torch
 
 from tests.conftest import no_pool_tasks, refuse_model, tree_bytes, write_clip
+from tunesmith import encoding
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
+from tunesmith.families.stable_audio_3 import FAMILY, model
 from tunesmith.families.stable_audio_3 import encoded as stage
-from tunesmith.families.stable_audio_3 import model
+from tunesmith.family import EncodeRequest
 from tunesmith.store import Store
 
 pytestmark = pytest.mark.slow
@@ -43,13 +45,13 @@ def test_two_workers_write_what_one_writes(tiny_sa3, tmp_path, monkeypatch):
     def build(name: str, workers: int):
         store = Store(tmp_path / f"store-{name}")
         labels = build_labels(folder, manifest, store).frame
-        return stage.build_encoded(folder, labels, [tiny_sa3], tmp_path / f"out-{name}", store,
-                                   CPU, tmp_path / "fp.json", workers)  # fmt: skip
+        return FAMILY.encode(EncodeRequest(folder, labels, [], [tiny_sa3], tmp_path / f"out-{name}",
+                                           store, CPU, tmp_path / "fp.json", workers))  # fmt: skip
 
     batches = []  # the clips of each batch the VAE encodes in this process
-    original = stage._encode_batch
-    monkeypatch.setattr(stage, "_encode_batch", lambda vae, part: batches.append(
-        [c.item["path"] for c in part]) or original(vae, part))  # fmt: skip
+    original = stage.Clips.encode
+    monkeypatch.setattr(stage.Clips, "encode", lambda self, model, part: batches.append(
+        [c.item["path"] for c in part]) or original(self, model, part))  # fmt: skip
     one = build("one", 1)
     assert len(batches) == 4 and sum(map(len, batches)) == 6
     once, batches[:] = list(batches), []
@@ -57,7 +59,7 @@ def test_two_workers_write_what_one_writes(tiny_sa3, tmp_path, monkeypatch):
     decoded = []  # each clip a process decodes
     original_decode = stage.media_audio.for_model
     with monkeypatch.context() as m:
-        m.setattr(stage, "pool", here)
+        m.setattr(encoding, "pool", here)
         m.setattr(
             stage.media_audio,
             "for_model",
@@ -93,7 +95,7 @@ def test_two_workers_write_what_one_writes(tiny_sa3, tmp_path, monkeypatch):
         entry = tree_bytes(Store(tmp_path / "store-one").path(key))
         assert entry and entry == tree_bytes(Store(tmp_path / "store-two").path(key)), key
 
-    monkeypatch.setattr(stage, "pool", lambda workers: nullcontext(no_pool_tasks))
+    monkeypatch.setattr(encoding, "pool", lambda workers: nullcontext(no_pool_tasks))
     (folder / "blip.wav").unlink()  # else a process tries it again
     manifest, _ = build_manifest(folder, tmp_path / "hashes.json")
     again = build("two", 2)

@@ -29,9 +29,11 @@ from tests.conftest import write_clip
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
+from tunesmith.families.stable_audio_3 import FAMILY
 from tunesmith.families.stable_audio_3.data import load_items
-from tunesmith.families.stable_audio_3.encoded import audio_samples, build_encoded
+from tunesmith.families.stable_audio_3.encoded import audio_samples
 from tunesmith.families.stable_audio_3.prompts import full_prompt
+from tunesmith.family import EncodeRequest
 from tunesmith.store import Store
 
 UNDERFIT_FIELDS = ["path", "relpath", "src_relpath", "seconds_total", "seconds_start",
@@ -99,7 +101,9 @@ def encoded(tiny_sa3, tmp_path_factory):
     manifest, _ = build_manifest(folder, root / "hashes.json")
     labels = build_labels(folder, manifest, store).frame
     cpu = Placement("torch", "cpu", "float32", "test")
-    built = build_encoded(folder, labels, [tiny_sa3], root / "out", store, cpu, root / "fp.json")
+    request = EncodeRequest(folder, labels, [], [tiny_sa3], root / "out", store, cpu,
+                            root / "fp.json")  # fmt: skip
+    built = FAMILY.encode(request)
     assert len(built.frame) == 3, built.result
     return folder, built.frame.set_index("path")
 

@@ -1,10 +1,10 @@
 """The `ace-step` family: ACE-Step 1.5 as diffusers ships it, trained as HOT-Step and Side-Step do.
 
-model.py     the checkpoint folder: parts, check (audio codes optional), load
+model.py     the checkpoint folder: parts, check (audio codes optional), load; audio -> 48 kHz
+             stereo -> Oobleck latents (25 Hz) -> FSQ codes (5 Hz); texts -> hidden states;
+             what the DiT reads; one item's files (safetensors + JSON sidecar)
 tiny.py      a tiny ACE-Step 1.5 with the real classes, in the published layout
 text.py      the text encoder's inputs as ACE-Step 1.5 formats them; the trigger rules
-encode.py    audio -> 48 kHz stereo -> Oobleck latents (25 Hz) -> FSQ codes (5 Hz); texts ->
-             hidden states; what the DiT reads; one item's files (safetensors + JSON sidecar)
 config.py    a run's settings: HOT-Step's DiT defaults per adapter type, and their checks
 captions.py  which caption and lyrics strings each item trains on in a run
 encoded.py   stage `encoded`: per file latents + codes, per distinct text its encoding
@@ -60,9 +60,10 @@ class AceStep(Family):
         check_checkpoint(folder)
 
     def encode(self, request):
-        from tunesmith.families.ace_step.encoded import build_encoded
+        from tunesmith.encoding import encode
+        from tunesmith.families.ace_step.encoded import Songs
 
-        return build_encoded(request)
+        return encode(request, Songs)
 
     def backends_for_run(self, stage: str, run) -> frozenset[str]:
         """A planner run trains on torch or MLX (mlx-lm); the DiT on torch only."""

@@ -32,9 +32,9 @@ from pathlib import Path
 import torch
 
 from tunesmith.adapters import torch_lokr, torch_lora
-from tunesmith.families.ace_step import data, encode, files, objective
+from tunesmith.families.ace_step import data, files, objective
 from tunesmith.families.ace_step.config import lokr_factor_problems
-from tunesmith.families.ace_step.model import SAMPLE_RATE, load_pipeline
+from tunesmith.families.ace_step.model import SAMPLE_RATE, TextEncoding, conditioning, load_pipeline
 from tunesmith.families.ace_step.sample import DTYPES, render_demo
 from tunesmith.media.writers import wav_bytes
 from tunesmith.store.atomic import atomic_write_bytes
@@ -122,7 +122,7 @@ class AceStepTrainer:
         for row in rows:
             latents, caption, lyrics = _load(row)
             with torch.no_grad():
-                states, _ = encode.conditioning(self.pipe, _text(caption), _text(lyrics))
+                states, _ = conditioning(self.pipe, _text(caption), _text(lyrics))
             items.append(data.Item(row["path"], latents, states.detach()))
         if not items:
             raise ConfigError("no encoded songs to train on")
@@ -287,8 +287,8 @@ def _load(row: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return load_item(row)
 
 
-def _text(states: torch.Tensor) -> encode.TextEncoding:
-    return encode.TextEncoding(states, int(states.shape[0]), 0)
+def _text(states: torch.Tensor) -> TextEncoding:
+    return TextEncoding(states, int(states.shape[0]), 0)
 
 
 def _timestep_law(base_model: Path, cfg) -> tuple[float, float]:

@@ -46,11 +46,10 @@ class Sdxl(Family):
         check_checkpoint(folder)
 
     def encode(self, request):
-        from tunesmith.families.sdxl.encoded import build_encoded
+        from tunesmith.encoding import encode
+        from tunesmith.families.sdxl.encoded import Pictures
 
-        r = request
-        return build_encoded(r.folder, r.labels, r.base_models, r.out, r.store, r.placement,
-                             r.fingerprint_cache, r.runs[0].train.size, r.workers)  # fmt: skip
+        return encode(request, Pictures)
 
     def trainer(self, backend: str) -> type:
         from tunesmith.families.sdxl.trainer import SdxlTrainer

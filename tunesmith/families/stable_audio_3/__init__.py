@@ -50,11 +50,10 @@ class StableAudio3(Family):
         check_checkpoint(folder)
 
     def encode(self, request):
-        from tunesmith.families.stable_audio_3.encoded import build_encoded
+        from tunesmith.encoding import encode
+        from tunesmith.families.stable_audio_3.encoded import Clips
 
-        r = request
-        return build_encoded(r.folder, r.labels, r.base_models, r.out, r.store, r.placement,
-                             r.fingerprint_cache, r.workers)  # fmt: skip
+        return encode(request, Clips)
 
     def trainer(self, backend: str) -> type:
         if backend == "mlx":

@@ -119,16 +119,6 @@ def conditioning(
     return context, context_mask, global_states
 
 
-def encoder_details(vae) -> dict:
-    """underfit's `details.json`: what a reader of the latents needs to know."""
-    return {
-        "sample_rate": int(vae.config.sampling_rate),
-        "downsampling_ratio": int(vae.downsampling_ratio),
-        "latent_dim": int(vae.config.latent_dim),
-        "scale": 1.0,  # latents are stored unscaled; the SA3 pretransform scale is 1.0
-    }
-
-
 @torch.no_grad()
 def render_demo(pipe, demo) -> np.ndarray:
     """What a user's request produces: the pipeline with the demo's prompt, duration, steps,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from tests.families.ace_step.planner.conftest import nonzero_b
-from tunesmith.families.ace_step.encode import codes_text
+from tunesmith.families.ace_step.model import codes_text
 from tunesmith.families.ace_step.planner import audition
 from tunesmith.families.ace_step.planner.model import load_planner
 from tunesmith.families.ace_step.planner.torch_lm import TorchPlannerLora

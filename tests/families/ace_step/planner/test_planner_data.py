@@ -63,7 +63,7 @@ def test_long_captions_wrap_as_pyyaml_writes_them():
 
 
 def test_codes_from_the_checkpoints_tokenizer_fit_the_planner(ace_pipe, planner):
-    from tunesmith.families.ace_step.encode import audio_codes
+    from tunesmith.families.ace_step.model import audio_codes
     from tunesmith.families.ace_step.planner.model import check_codes
 
     latents = torch.randn(40, 8, generator=torch.Generator().manual_seed(3))

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tunesmith.families.ace_step.encode import codes_text
+from tunesmith.families.ace_step.model import codes_text
 from tunesmith.families.ace_step.planner.data import CODES_PER_SECOND, prompt_text
 from tunesmith.families.ace_step.planner.model import PlannerVocab
 
