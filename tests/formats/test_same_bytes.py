@@ -139,7 +139,9 @@ def test_every_file_has_the_same_bytes_under_three_hash_seeds(tmp_path):
         assert child.returncode == 0, child.stderr[-3000:]
         trees.append(tree_bytes(out))
     names = sorted(trees[0])
-    assert "ace_step/lokr/adapter_config.json" in names and "planner/plan/adapter_config.json" in names
+    assert (
+        "ace_step/lokr/adapter_config.json" in names and "planner/plan/adapter_config.json" in names
+    )
     assert len(names) == 12, names
     for tree in trees[1:]:
         assert sorted(tree) == names
