@@ -49,7 +49,7 @@ def text_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
     metadata = dict(metadata or {})
     not_text = [k for k, v in metadata.items() if not isinstance(k, str) or not isinstance(v, str)]
     if not_text:
-        raise TypeError(f"metadata values must be strings (safetensors metadata): {not_text}")
+        raise TypeError(f"lineage values must be strings (safetensors metadata): {not_text}")
     return metadata
 
 

@@ -21,7 +21,7 @@ key is a TypeError in some PEFT versions.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,18 +77,16 @@ def read(
 
     Refuses a folder without both files, a config not of `kinds`, a key without PEFT's prefix.
     """
-    from safetensors import safe_open
     from safetensors.torch import load_file
 
+    path = Path(folder) / WEIGHTS
     config = read_config(folder, kinds)
     state = {}
-    for key, value in load_file(Path(folder) / WEIGHTS).items():
+    for key, value in load_file(path).items():
         if not key.startswith(PREFIX):
-            raise FormatError(f"{Path(folder) / WEIGHTS}: key {key!r} lacks {PREFIX!r}")
+            raise FormatError(f"{path}: key {key!r} lacks {PREFIX!r}")
         state[key.removeprefix(PREFIX)] = value
-    with safe_open(Path(folder) / WEIGHTS, "pt") as f:
-        metadata = dict(f.metadata() or {})
-    return state, config, metadata
+    return state, config, read_header(path)[0]
 
 
 def read_config(folder: Path, kinds: tuple[type, ...] | None = None) -> peft.PeftConfig:
@@ -122,12 +120,14 @@ def validate(
     suffixes: tuple[str, ...],
     dtype: str,
     lineage: tuple[str, ...] = (),
+    check_module: Callable[[Path, str], None] | None = None,
 ) -> tuple[peft.PeftConfig, dict[str, str], set[str]]:
     """Check a PEFT folder as `PeftModel.from_pretrained` reads it, from the weights' header:
-    a config of `kinds` without metadata keys, every key `base_model.model.<module><suffix>`,
-    every module targeted by `target_modules` (PEFT's own matching) and every target used,
-    tensors in `dtype` (`"BF16"`), the `lineage` keys in the metadata. Returns (config,
-    metadata, modules)."""
+    a config of `kinds` without metadata keys, every key `base_model.model.<module><suffix>`
+    (and `check_module(path, module)` passing: the family's naming rule), every module
+    targeted by `target_modules` (PEFT's own matching) and every target used, tensors in
+    `dtype` (`"BF16"`), the `lineage` keys in the metadata. Returns (config, metadata,
+    modules)."""
     from peft.tuners.tuners_utils import check_target_module_exists
 
     folder = Path(folder)
@@ -138,7 +138,10 @@ def validate(
         suffix = next((s for s in suffixes if key.endswith(s)), None)
         if not key.startswith(PREFIX) or suffix is None:
             raise FormatError(f"{path}: key {key!r} is not {PREFIX}<module>{'|'.join(suffixes)}")
-        modules.add(key[len(PREFIX) : -len(suffix)])
+        module = key[len(PREFIX) : -len(suffix)]
+        if check_module is not None:
+            check_module(path, module)
+        modules.add(module)
     targets = sorted(config.target_modules)
     untargeted = sorted(m for m in modules if not check_target_module_exists(config, m))
     unused = [t for t in targets if not any(m == t or m.endswith(f".{t}") for m in modules)]
