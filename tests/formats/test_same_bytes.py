@@ -17,8 +17,12 @@ from pathlib import Path
 from tests.conftest import tree_bytes
 
 REPO = Path(__file__).resolve().parents[2]
-LINEAGE = {"tunesmith.version": "t", "tunesmith.base_model_fingerprint": "fp",
-           "tunesmith.run_key": "k", "tunesmith.training_config": "{}"}  # fmt: skip
+LINEAGE = {
+    "tunesmith.version": "t",
+    "tunesmith.base_model_fingerprint": "fp",
+    "tunesmith.run_key": "k",
+    "tunesmith.training_config": "{}",
+}
 TRIGGER = ("zqx", "prepend")
 
 
@@ -58,13 +62,19 @@ def _ace_step(out: Path) -> None:
     from tunesmith.families.ace_step.tiny import TINY_ACE_STEP_CONFIG
     from tunesmith.train.config import resolve_run
 
-    settings = {"lora": {"type": "lora", "rank": 4, "alpha": 8.0},
-                "lokr": {"type": "lokr", "rank": 8, "alpha": 12.0, "factor": 4}}  # fmt: skip
+    settings = {
+        "lora": {"type": "lora", "rank": 4, "alpha": 8.0},
+        "lokr": {"type": "lokr", "rank": 8, "alpha": 12.0, "factor": 4},
+    }
     for name, adapter in settings.items():
         torch.manual_seed(0)
         dit = AceStepTransformer1DModel(**TINY_ACE_STEP_CONFIG["transformer"])
-        targets = [n for n, m in dit.named_modules() if isinstance(m, nn.Linear) and
-                   (".self_attn." in n or ".cross_attn." in n or ".mlp." in n)]  # fmt: skip
+        kinds = (".self_attn.", ".cross_attn.", ".mlp.")
+        targets = [
+            n
+            for n, m in dit.named_modules()
+            if isinstance(m, nn.Linear) and any(kind in n for kind in kinds)
+        ]
         if adapter["type"] == "lokr":
             torch_lokr.attach(dit, targets, adapter["rank"], adapter["alpha"], adapter["factor"])
             _randomise([p for _, p in torch_lokr.named_adapter_parameters(dit)], 2)

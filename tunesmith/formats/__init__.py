@@ -7,9 +7,11 @@
     underfit.py  underfit's Stable Audio 3 adapter checkpoint
     mlx_lm.py    mlx-lm's adapter folder (`adapters.safetensors`, `adapter_config.json`)
 
-Each has a writer, a reader and a validator that take names → tensors with the format's config
-and metadata, as diffusers' loaders keep one converter per foreign format. A family gives the
-names (its modules' names in the file) and nothing else. Bytes are canonical: safetensors
+Each has a writer that takes names → tensors with the format's config and metadata, a
+validator that reads a file as its users' tools do, and a reader where tunesmith loads the
+format back (PEFT, underfit, mlx-lm; the mlx-lm reader is its validator), as diffusers' loaders
+keep one converter per foreign format. A family gives the names (its modules' names in the
+file) and nothing else. Bytes are canonical: safetensors
 through `store/tensors.py` (sorted header), JSON with sorted keys and sets as sorted lists, so
 the same adapter has the same bytes in every process and caches keyed on a file's hash hold.
 Only `.safetensors` is read; nothing unpickles.

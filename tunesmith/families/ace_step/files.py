@@ -4,6 +4,7 @@
                                       `base_model.model.layers.N.self_attn.q_proj.lora_A.weight`
                                       (LoKr: `.lokr_w1`, `.lokr_w2` or `.lokr_w2_a`/`_b`)
     <run>/adapter_config.json         PEFT's LoraConfig / LoKrConfig, as PEFT writes it
+                                      (its sets sorted)
     <run>/lokr_weights.safetensors    LoKr only: LyCORIS's layout of the same adapter
                                       (`lycoris_layers_N_self_attn_q_proj.lokr_w1`, `.alpha`),
                                       what Side-Step saves and LyCORIS loads
