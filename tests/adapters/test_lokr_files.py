@@ -1,6 +1,7 @@
 """LoKr files read by the real loaders: PEFT's `PeftModel.from_pretrained` on our folder and
 LyCORIS's `create_lycoris_from_weights` on our file give our layer's outputs, on small modules and
-on the tiny ACE-Step 1.5 DiT."""
+on the tiny ACE-Step 1.5 DiT. The folders and files are written as the families write them:
+`lokr_files` gives the tensors and configs, `tunesmith/formats/` writes them."""
 
 from __future__ import annotations
 
@@ -15,18 +16,14 @@ from lycoris.logging import logger as lycoris_logger
 from safetensors import safe_open
 from torch import nn
 
-from tunesmith.adapters.lokr_files import (
-    LoKrFileError,
-    lycoris_name,
-    read_peft_lokr,
-    save_lycoris_lokr,
-    save_peft_lokr,
-)
+from tunesmith.adapters.lokr_files import lycoris_state_dict, peft_adapter, read_peft_lokr
 from tunesmith.adapters.torch_lokr import (
     attach,
     load_adapter_state,
     named_adapter_parameters,
 )
+from tunesmith.formats import FormatError, lycoris
+from tunesmith.formats import peft as peft_format
 
 lycoris_logger.setLevel(logging.WARNING)
 
@@ -65,15 +62,25 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).abs().max() / b.abs().max()).item()
 
 
+def save_peft(folder, model, metadata=None, dtype=torch.float32, rename=None):
+    tensors, config = peft_adapter(model, dtype, rename=rename)
+    return peft_format.write(folder, tensors, config, metadata)
+
+
+def save_lycoris(path, model, metadata=None, rename=None):
+    return lycoris.write(path, lycoris_state_dict(model, rename=rename), metadata)
+
+
 @pytest.mark.parametrize("dim, alpha", SETTINGS)
 def test_peft_loads_our_folder_and_computes_our_function(tmp_path, dim, alpha):
     ours = trained(small_model(), dim, alpha)
     x = torch.randn(2, 5, 32)
     expected = run(ours, x)
-    save_peft_lokr(tmp_path, ours, metadata={"hot_step_trigger": "zq"})
+    save_peft(tmp_path, ours, metadata={"hot_step_trigger": "zq"})
     config = json.loads((tmp_path / "adapter_config.json").read_text())
-    assert (config["peft_type"], config["r"], config["alpha"]) == ("LOKR", dim, alpha)
-    assert sorted(config["target_modules"]) == sorted(TARGETS)
+    # the scale alpha/dim is in w1, so the config's alpha is dim (PEFT's alpha/r is 1)
+    assert (config["peft_type"], config["r"], config["alpha"]) == ("LOKR", dim, dim)
+    assert config["target_modules"] == sorted(TARGETS)
     with safe_open(tmp_path / "adapter_model.safetensors", "pt") as f:
         assert f.metadata()["hot_step_trigger"] == "zq"
         assert all(key.startswith("base_model.model.") for key in f.keys())
@@ -83,7 +90,7 @@ def test_peft_loads_our_folder_and_computes_our_function(tmp_path, dim, alpha):
 
 def test_bf16_peft_folder_is_our_function_with_bf16_factors(tmp_path):
     ours = trained(small_model(), 16, 16.0)
-    save_peft_lokr(tmp_path, ours, dtype=torch.bfloat16)
+    save_peft(tmp_path, ours, dtype=torch.bfloat16)
     state, _ = read_peft_lokr(tmp_path)
     assert {v.dtype for v in state.values()} == {torch.bfloat16}
     load_adapter_state(ours, state)  # our model, now holding the rounded factors
@@ -97,7 +104,7 @@ def test_lycoris_loads_our_file_and_computes_our_function(tmp_path, dim, alpha):
     ours = trained(small_model(), dim, alpha)
     x = torch.randn(2, 5, 32)
     expected = run(ours, x)
-    path = save_lycoris_lokr(tmp_path / "lokr_weights.safetensors", ours, {"trigger": "zq"})
+    path = save_lycoris(tmp_path / "lokr_weights.safetensors", ours, {"trigger": "zq"})
     with safe_open(path, "pt") as f:
         expected_metadata = {"algo": "lokr", "format": "lycoris", "trigger": "zq"}
         assert expected_metadata.items() <= f.metadata().items()
@@ -111,24 +118,24 @@ def test_lycoris_loads_our_file_and_computes_our_function(tmp_path, dim, alpha):
 
 def test_lycoris_takes_its_own_layout_not_peft_s(tmp_path):
     """LyCORIS matches keys `lycoris_<module>` to modules: a PEFT state loads nothing."""
-    save_peft_lokr(tmp_path, trained(small_model(), 16, 16.0))
+    save_peft(tmp_path, trained(small_model(), 16, 16.0))
     from safetensors.torch import load_file
 
     weights = load_file(tmp_path / "adapter_model.safetensors")
     network, _ = create_lycoris_from_weights(1.0, "", small_model(), weights_sd=weights)
     assert network.loras == []
-    assert lycoris_name("layers.0.self_attn.to_q") == "lycoris_layers_0_self_attn_to_q"
+    assert lycoris.name("layers.0.self_attn.to_q") == "lycoris_layers_0_self_attn_to_q"
 
 
 def test_a_folder_that_is_not_a_peft_lokr_is_refused(tmp_path):
-    with pytest.raises(LoKrFileError, match="no adapter_config.json"):
+    with pytest.raises(FormatError, match="no adapter_model.safetensors"):
         read_peft_lokr(tmp_path)
     peft.LoraConfig(r=4).save_pretrained(tmp_path)
     (tmp_path / "adapter_model.safetensors").write_bytes(b"")
-    with pytest.raises(LoKrFileError, match="a LoraConfig, not a LoKrConfig"):
+    with pytest.raises(FormatError, match="a LoraConfig, not a LoKrConfig"):
         read_peft_lokr(tmp_path)
-    with pytest.raises(LoKrFileError, match="no LoKr adapters"):
-        save_peft_lokr(tmp_path / "x", small_model())
+    with pytest.raises(FormatError, match="no LoKr adapters"):
+        save_peft(tmp_path / "x", small_model())
 
 
 def test_both_loaders_reproduce_the_tiny_ace_step_dit(tmp_path):
@@ -164,11 +171,11 @@ def test_both_loaders_reproduce_the_tiny_ace_step_dit(tmp_path):
         base = dit()(**inputs).sample
         assert relative(expected, base) > 1e-2  # the adapter changes the output
 
-        save_peft_lokr(tmp_path / "peft", ours)
+        save_peft(tmp_path / "peft", ours)
         by_peft = peft.PeftModel.from_pretrained(dit(), tmp_path / "peft")
         assert relative(by_peft.base_model.model(**inputs).sample, expected) <= 1e-5
 
-        path = save_lycoris_lokr(tmp_path / "lokr_weights.safetensors", ours)
+        path = save_lycoris(tmp_path / "lokr_weights.safetensors", ours)
         target = dit()
         network, _ = create_lycoris_from_weights(1.0, str(path), target)
         assert len(network.loras) == 22
@@ -192,14 +199,14 @@ def test_files_can_name_another_model_s_modules(tmp_path):
         return model["mlp"](model["attn"]["to_out"](model["attn"]["q_proj"](x)))
 
     rename = lambda name: name.replace("to_q", "q_proj")  # noqa: E731
-    save_peft_lokr(tmp_path, ours, rename=rename)
+    save_peft(tmp_path, ours, rename=rename)
     loaded = peft.PeftModel.from_pretrained(original(), tmp_path)
     assert relative(original_run(loaded.base_model.model, x), expected) <= 1e-6
-    path = save_lycoris_lokr(tmp_path / "l.safetensors", ours, rename=rename)
+    path = save_lycoris(tmp_path / "l.safetensors", ours, rename=rename)
     target = original()
     network, _ = create_lycoris_from_weights(1.0, str(path), target)
     network.apply_to()
     assert len(network.loras) == len(TARGETS)
     assert relative(original_run(target, x), expected) <= 1e-6
-    with pytest.raises(LoKrFileError, match="both named 'same'"):
-        save_peft_lokr(tmp_path / "bad", ours, rename=lambda name: "same")
+    with pytest.raises(FormatError, match="both named 'same'"):
+        save_peft(tmp_path / "bad", ours, rename=lambda name: "same")

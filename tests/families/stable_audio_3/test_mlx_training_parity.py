@@ -25,9 +25,10 @@ from tunesmith.families.stable_audio_3 import optim as sa3_optim
 from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
 from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
 from tunesmith.families.stable_audio_3.data import Batch
+from tunesmith.families.stable_audio_3.files import read_adapter
 from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx import trainer as mlx_train
-from tunesmith.families.stable_audio_3.train import Objective, read_adapter
+from tunesmith.families.stable_audio_3.train import Objective
 from tunesmith.train.config import RunConfig
 from tunesmith.train.schedules import lr_scheduler
 
@@ -218,7 +219,7 @@ def test_a_materialization_on_mlx_writes_a_valid_checkpoint_and_says_mlx(
 
     from tests.conftest import materialize
     from tests.pipelines.test_encoded import make_dataset
-    from tunesmith.families.stable_audio_3.files import validate_file
+    from tunesmith.formats.underfit import validate_file
 
     # One value for every stage: training takes MLX; `encoded` (torch only) says it could not.
     monkeypatch.setenv("TUNESMITH_BACKEND", "mlx")

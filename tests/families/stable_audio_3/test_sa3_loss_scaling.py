@@ -15,7 +15,8 @@ from tests.families.stable_audio_3.test_sa3_training import items, run_config
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import optim
 from tunesmith.families.stable_audio_3.data import Sampler
-from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer, read_adapter
+from tunesmith.families.stable_audio_3.files import read_adapter
+from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer
 from tunesmith.train.loop import train
 
 HALF = Placement("torch", "cpu", "float16", "test")

@@ -14,8 +14,9 @@ from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
 from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
 from tunesmith.families.stable_audio_3.data import Item, Sampler, crop
-from tunesmith.families.stable_audio_3.files import validate_file
-from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer, read_adapter
+from tunesmith.families.stable_audio_3.files import read_adapter
+from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer
+from tunesmith.formats.underfit import validate_file
 from tunesmith.train.config import RunConfig
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.loop import train

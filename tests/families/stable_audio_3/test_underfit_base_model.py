@@ -28,9 +28,10 @@ from safetensors import safe_open
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import names as sa3_names
 from tunesmith.families.stable_audio_3.config import Sa3Adapter, Sa3Train
-from tunesmith.families.stable_audio_3.files import AdapterConfig, write_adapter_file
+from tunesmith.families.stable_audio_3.files import row_permutation
 from tunesmith.families.stable_audio_3.published import UNDERFIT_MODEL_IDS, underfit_model_id
-from tunesmith.families.stable_audio_3.train import Objective, row_permutation
+from tunesmith.families.stable_audio_3.train import Objective
+from tunesmith.formats.underfit import AdapterConfig, write_adapter_file
 from tunesmith.train.config import RunConfig
 
 # underfit's templates: model.diffusion.config and the pretransform's encoder, per model.
@@ -203,7 +204,7 @@ def test_a_plain_qkv_keeps_its_rows_in_both_directions(tmp_path):
     reorders only a differential one): written and read back unpermuted, to the bit."""
     from safetensors.torch import load_file
 
-    from tunesmith.families.stable_audio_3.train import read_adapter
+    from tunesmith.families.stable_audio_3.files import read_adapter
 
     name = "transformer.transformer_blocks.0.self_attn.to_qkv.parametrizations.weight.0"
     lora_b = torch.randn(3 * 1024, 2, generator=torch.Generator().manual_seed(0)).half().float()

@@ -8,7 +8,7 @@ timesteps.py    the five timestep samplers and the model's shift
 draws.py        what one step draws (shared by the torch and MLX trainers)
 validation.py   the validation loss at fixed levels and noise
 train.py        the objective and the torch trainer; underfit's file names
-files.py        underfit's adapter file: write, read, validate
+files.py        the adapter as underfit's file (tunesmith/formats/underfit.py), by names.py
 names.py        underfit's layer names against diffusers', and the fused QKV rows
 sample.py       renders and training samples through the diffusers pipeline
 tiny.py         a tiny Stable Audio 3 from the real classes
@@ -70,9 +70,9 @@ class StableAudio3(Family):
         return Renderer(base_model, placement, adapter)
 
     def validate_files(self, path) -> dict[str, str]:
-        from tunesmith.families.stable_audio_3.files import validate_file
+        from tunesmith.families.stable_audio_3.files import validate_files
 
-        return validate_file(path).metadata
+        return validate_files(path)
 
 
 FAMILY = StableAudio3()

@@ -17,7 +17,8 @@ from torch import nn
 from tunesmith.adapters import torch_lora
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import model
-from tunesmith.families.stable_audio_3.train import DTYPES, read_adapter
+from tunesmith.families.stable_audio_3.files import read_adapter
+from tunesmith.families.stable_audio_3.train import DTYPES
 from tunesmith.train.config import DemoConfig
 
 

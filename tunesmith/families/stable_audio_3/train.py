@@ -33,18 +33,13 @@ from torch import nn
 from tunesmith.adapters import torch_lora
 from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
-from tunesmith.families.stable_audio_3 import model, optim, published
+from tunesmith.families.stable_audio_3 import files, model, optim, published
 from tunesmith.families.stable_audio_3 import names as sa3_names
 from tunesmith.families.stable_audio_3.data import Batch, Item, load_items
 from tunesmith.families.stable_audio_3.draws import Draws
-from tunesmith.families.stable_audio_3.files import (
-    AdapterConfig,
-    checkpoint_filename,
-    read_adapter_file,
-    write_adapter_file,
-)
 from tunesmith.families.stable_audio_3.timesteps import FullShift
 from tunesmith.families.stable_audio_3.validation import Validation
+from tunesmith.formats.underfit import AdapterConfig, checkpoint_filename
 from tunesmith.train import distributed
 from tunesmith.train.config import RunConfig
 from tunesmith.train.holdout import split_holdout
@@ -193,31 +188,9 @@ class Objective:
     def save(self, folder: Path, step: int, epoch: int, metadata: dict[str, str], name=None):
         """Write the adapter as underfit's file; returns its path."""
         path = folder / (name or checkpoint_filename(self.run.name, step, epoch))
-        return write_adapter_file(
-            path,
-            self.adapter_state(),
-            self.adapter_config(step, epoch),
-            to_checkpoint_name=sa3_names.to_underfit,
-            permute_rows=row_permutation(self.pipe.transformer.config.use_differential_attention),
-            extra_metadata=metadata,
-        )
-
-
-def row_permutation(differential: bool):
-    """The row hook of a DiT's adapter files: the fused QKV is reordered only where attention
-    is differential (five blocks, e.g. the medium); a plain [q | k | v] projection (the small
-    models) has one order on both sides, as diffusers' conversion script treats it."""
-    return _permute_rows if differential else None
-
-
-def _permute_rows(name: str, tensor: torch.Tensor, direction: str) -> torch.Tensor:
-    """The fused differential self-attention QKV keeps its rows in another order in underfit's
-    files."""
-    if not sa3_names.is_fused_qkv(name):
-        return tensor
-    if direction == "to_checkpoint":
-        return sa3_names.qkv_rows_to_underfit(tensor)
-    return sa3_names.qkv_rows_to_diffusers(tensor)
+        differential = self.pipe.transformer.config.use_differential_attention
+        config = self.adapter_config(step, epoch)
+        return files.write_adapter(path, self.adapter_state(), config, differential, metadata)
 
 
 @dataclass(frozen=True)
@@ -384,11 +357,3 @@ def _norms(params: list[nn.Parameter]) -> tuple[float, float]:
     grad = torch.linalg.vector_norm(torch.stack(grads)).item() if grads else 0.0
     magnitude = torch.linalg.vector_norm(torch.stack([p.detach().float().norm() for p in params]))
     return grad, magnitude.item()
-
-
-def read_adapter(path: Path, differential: bool = True) -> tuple[dict[str, torch.Tensor], object]:
-    """An underfit file as (adapter state under diffusers' names, AdapterInfo), for a DiT with
-    (`differential`, as the medium and the tiny model) or without differential attention."""
-    return read_adapter_file(
-        path, to_diffusers_name=sa3_names.to_diffusers, permute_rows=row_permutation(differential)
-    )

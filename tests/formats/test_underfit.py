@@ -18,7 +18,7 @@ from tunesmith.adapters.torch_lora import (
     attach,
     load_adapter_state,
 )
-from tunesmith.families.stable_audio_3.files import (
+from tunesmith.formats.underfit import (
     AdapterConfig,
     AdapterFileError,
     checkpoint_filename,

@@ -1,0 +1,103 @@
+"""LyCORIS's LoKr file: one `.safetensors` of `lycoris_<module, dots as underscores>.lokr_w1`
+(and `.lokr_w2`, or `.lokr_w2_a` and `.lokr_w2_b`) and `.alpha` per module, what
+`LycorisNetwork.save_weights` writes and Side-Step saves as `lokr_weights.safetensors`;
+`lycoris.create_lycoris_from_weights` rebuilds each module from the tensors' shapes. Metadata
+`algo: lokr`, `format: lycoris` (Side-Step's).
+
+One scale convention differs from PEFT's. With both factors full (w2 not split into w2_a·w2_b),
+LyCORIS ignores alpha and uses a scale of 1 (its loader, and ComfyUI's, do the same); PEFT uses
+alpha/dim always. `lokr_tensors` therefore folds alpha/dim into w1 for such modules and stores
+alpha = dim, as LyCORIS itself stores it there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tunesmith.formats import FormatError, read_header, text_metadata
+from tunesmith.store.tensors import write_safetensors
+
+if TYPE_CHECKING:
+    import torch
+
+PREFIX = "lycoris"  # LycorisNetwork.LORA_PREFIX
+FACTORS = ("lokr_w1", "lokr_w2", "lokr_w2_a", "lokr_w2_b")
+METADATA = {"algo": "lokr", "format": "lycoris"}
+
+
+def name(module: str) -> str:
+    """`layers.0.self_attn.to_q` → `lycoris_layers_0_self_attn_to_q` (LycorisNetwork's naming)."""
+    return f"{PREFIX}_{module}".replace(".", "_")
+
+
+def lokr_tensors(
+    modules: Mapping[str, Mapping[str, torch.Tensor]],
+    dim: int,
+    alpha: float,
+    dtype: torch.dtype | None = None,
+) -> dict[str, torch.Tensor]:
+    """`lycoris_<module>.<factor>` and `.alpha` for {module: {factor: tensor}} of one (dim,
+    alpha), in LyCORIS's scale convention, each in `dtype` (alpha float32 when None)."""
+    import torch
+
+    out, seen = {}, {}
+    for module, factors in modules.items():
+        key = name(module)
+        if key in seen:
+            raise FormatError(f"layers {seen[key]!r} and {module!r} both become {key!r}")
+        seen[key] = module
+        w1, stored_alpha = factors["lokr_w1"].detach(), float(alpha)
+        if "lokr_w2" in factors:  # both factors full: LyCORIS applies a scale of 1
+            w1, stored_alpha = w1 * (alpha / dim), float(dim)
+        out[f"{key}.lokr_w1"] = _tensor(w1, dtype)
+        for factor, value in factors.items():
+            if factor != "lokr_w1":
+                out[f"{key}.{factor}"] = _tensor(value, dtype)
+        out[f"{key}.alpha"] = torch.tensor(stored_alpha, dtype=dtype or torch.float32)
+    return out
+
+
+def write(
+    path: Path, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None = None
+) -> Path:
+    """Write LyCORIS's file (as `lokr_tensors` gives them) to `path`; returns it."""
+    path = Path(path)
+    if path.suffix != ".safetensors":
+        raise FormatError(f"{path}: a LyCORIS file is written as .safetensors")
+    return write_safetensors(path, tensors, {**METADATA, **text_metadata(metadata)})
+
+
+def validate(path: Path) -> tuple[dict[str, str], list[str]]:
+    """Check a LyCORIS LoKr file from its header: every key `lycoris_<module>.<factor>` or
+    `.alpha`, each module with w1, its w2 whole or split, and an alpha; returns (metadata,
+    the modules' keys)."""
+    path = Path(path)
+    metadata, shapes, _ = read_header(path)
+    modules: dict[str, set[str]] = {}
+    for key in shapes:
+        stem, _, factor = key.rpartition(".")
+        if not stem.startswith(f"{PREFIX}_") or factor not in (*FACTORS, "alpha"):
+            raise FormatError(f"{path}: key {key!r} is not {PREFIX}_<module>.<lokr factor|alpha>")
+        modules.setdefault(stem, set()).add(factor)
+    if not modules:
+        raise FormatError(f"{path}: no LoKr modules")
+    for stem, factors in sorted(modules.items()):
+        w2 = factors & {"lokr_w2", "lokr_w2_a", "lokr_w2_b"}
+        if not {"lokr_w1", "alpha"} <= factors or w2 not in (
+            {"lokr_w2"},
+            {"lokr_w2_a", "lokr_w2_b"},
+        ):
+            raise FormatError(
+                f"{path}: {stem} has {sorted(factors)}; LyCORIS needs lokr_w1, "
+                "lokr_w2 (or lokr_w2_a and lokr_w2_b) and alpha"
+            )
+    if metadata.get("algo") != "lokr":
+        raise FormatError(f"{path}: metadata algo is {metadata.get('algo')!r}, not 'lokr'")
+    return metadata, sorted(modules)
+
+
+def _tensor(value: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    value = value.detach().cpu()
+    return (value.to(dtype) if dtype is not None else value.clone()).contiguous()
