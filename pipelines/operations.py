@@ -23,6 +23,7 @@ from tunesmith.report import read_report
 from tunesmith.store import Store
 from tunesmith.store.atomic import sweep_tree
 from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
+from tunesmith.train.holdout import on_training_items_note
 
 
 def _select(names: list[str]) -> dict[str, object]:
@@ -101,6 +102,8 @@ def check(names: list[str]) -> int:
             try:
                 families.get(run.family).check_base_model(base)
                 print(f"  run {run.name}: {run.family}, base model {base}: ok")
+                if note := on_training_items_note(run.train.holdout):
+                    print(f"  run {run.name}: {note}")
             except ValueError as exc:
                 problems += 1
                 print(f"  run {run.name}: base model {base}: " + str(exc).replace("\n", "\n    "))

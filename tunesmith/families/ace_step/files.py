@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import peft
@@ -70,24 +69,6 @@ def diffusers_name(name: str) -> str:
         if name.endswith(original):
             return name[: -len(original)] + diffusers
     return name
-
-
-@dataclass(frozen=True)
-class PeftNames:
-    """`<run>/adapter_model.safetensors` is the best adapter, `<run>.last/...` the last step's
-    where it differs; no periodic files (the state is saved instead)."""
-
-    folder: Path
-    run: str
-
-    def best(self, step: int) -> Path:
-        return self.folder / self.run / WEIGHTS
-
-    def checkpoint(self, step: int, epoch: int) -> None:
-        return None
-
-    def last(self, step: int, epoch: int) -> Path:
-        return self.folder / f"{self.run}.last" / WEIGHTS
 
 
 def trigger_metadata(trigger: str, position: str) -> dict[str, str]:

@@ -76,7 +76,7 @@ class MlxPlannerTrainer(PlannerTrainer):
     # --- the step ------------------------------------------------------------------------------
 
     def step(self) -> StepReport:
-        window, ends_epoch = self.order.next_window()
+        window, ends_epoch = self.order.next(), self.order.ends_pass
         epoch = self.order.epoch
         batch = self.window_examples(window, epoch)
         tokens = sum(e.answer_tokens for e in batch)
