@@ -102,11 +102,11 @@ def check(names: list[str]) -> int:
             try:
                 families.get(run.family).check_base_model(base)
                 print(f"  run {run.name}: {run.family}, base model {base}: ok")
-                if note := on_training_items_note(run.train.holdout):
-                    print(f"  run {run.name}: {note}")
             except ValueError as exc:
                 problems += 1
                 print(f"  run {run.name}: base model {base}: " + str(exc).replace("\n", "\n    "))
+            if note := on_training_items_note(run.train.holdout):
+                print(f"  run {run.name}: {note}")
     return 1 if problems else 0
 
 
