@@ -130,6 +130,14 @@ def test_resume_is_bit_for_bit_with_muon_momentum(ace_encoded, tmp_path):
     assert digest(resumed.best_path) == digest(straight.best_path)
 
 
+def test_holdout_zero_trains_and_validates_on_the_training_songs_saying_so(ace_encoded, tmp_path):
+    run = make_run(holdout=0, steps=2, eval_every=2, checkpoint_every=2)
+    result, logs = run_loop(ace_encoded, run, tmp_path / "run")
+    note = "validation on training songs: train.holdout = 0, none held out"
+    assert result.validation_note == note and result.steps == 2
+    assert any(note in line for line in logs)
+
+
 def test_the_target_loss_ends_the_run_on_the_five_epoch_average(ace_encoded, tmp_path):
     run = make_run(epochs=20, target_loss=50.0, eval_every=100)
     result, logs = run_loop(ace_encoded, run, tmp_path / "run")

@@ -16,7 +16,7 @@ from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
 from tunesmith.families.stable_audio_3.data import ORDER, Item, crop, draw_batch
 from tunesmith.families.stable_audio_3.files import validate_file
 from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer, read_adapter
-from tunesmith.train.config import RunConfig
+from tunesmith.train.config import ConfigError, RunConfig
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.loop import train
 from tunesmith.train.order import Order
@@ -211,6 +211,25 @@ def test_crops_pad_short_items_and_tiny_datasets_oversample():
     assert order.epoch == 0  # underfit counts epochs from 0
     latents, mask = crop(short[0], 10, 5)
     assert torch.equal(latents, short[0].latents[:, 5:15]) and mask.all()
+
+
+def test_holdout_zero_trains_and_validates_on_the_training_items_saying_so(tiny_sa3, tmp_path):
+    import io
+
+    lines = []
+    run = run_config(tiny_sa3, steps=2, eval_every=2, checkpoint_every=2, holdout=0)
+    lineage = {"tunesmith.base_model_fingerprint": "tiny"}
+    trainer = TorchTrainer(run, Path(tiny_sa3), items(), tmp_path, CPU, lineage)
+    result = train(trainer, tmp_path, log=lines.append, progress=io.StringIO())
+    note = "validation on training items: train.holdout = 0, none held out"
+    assert result.validation_note == note and result.steps == 2
+    assert any(note in line for line in lines)
+
+
+def test_a_holdout_of_every_item_is_refused_in_one_line(tiny_sa3, tmp_path):
+    run = run_config(tiny_sa3, holdout=6)
+    with pytest.raises(ConfigError, match="^train.holdout 6 leaves no training items out of 6"):
+        fit(tiny_sa3, tmp_path, run)
 
 
 def test_holdout_rules():
