@@ -58,10 +58,12 @@ def test_a_resumed_order_draws_on_exactly_as_the_run_would_have(end):
     expected = [straight.next() for _ in range(9)]
     first = Order(7, 3, seed=11, policy=policy)
     drawn = [first.next() for _ in range(4)]
-    document = json.loads(json.dumps(first.state_dict()))  # as the state's JSON holds it
-    assert set(document) == {"epoch", "position", "order"}
+    tensors, document = first.state("sampler")
+    document = json.loads(json.dumps(document))  # as the state's JSON holds it
+    assert set(tensors) == {"rng.sampler"} and set(document) == {"sampler", "epoch"}
+    assert set(document["sampler"]) == {"epoch", "position", "order"}
     resumed = Order(7, 3, seed=0, policy=policy)
-    resumed.load_state_dict(document, first.generator.get_state())
+    resumed.load_state(tensors, document, "sampler")
     assert drawn + [resumed.next() for _ in range(5)] == expected
     assert resumed.epoch == straight.epoch
 

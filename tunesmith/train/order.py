@@ -79,6 +79,16 @@ class Order:
             self.order = torch.randperm(self.count, generator=self.generator).tolist()
         self.epoch, self.position = self.epoch + 1, 0
 
+    def state(self, key: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """The order's part of a trainer's state: the generator as the tensor `rng.<key>`, and
+        `state_dict()` as `<key>` beside the `epoch` the loop resumes its count from."""
+        document = {key: self.state_dict(), "epoch": self.epoch}
+        return {f"rng.{key}": self.generator.get_state()}, document
+
+    def load_state(self, tensors: dict[str, torch.Tensor], document: dict, key: str) -> None:
+        """Continue from `state(key)`'s tensors and document, saved by an earlier process."""
+        self.load_state_dict(document[key], tensors[f"rng.{key}"])
+
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "position": self.position, "order": self.order}
 

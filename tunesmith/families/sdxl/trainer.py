@@ -165,14 +165,17 @@ class SdxlTrainer:
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
-        tensors = {**params_state(self.params), **optimizer_tensors,
-                   "rng.train": self.generator.get_state(),
-                   "rng.sampler": self.order.generator.get_state()}  # fmt: skip
-        return tensors, {"optimizer": optimizer_document, "sampler": self.order.state_dict(),
-                         "epoch": self.order.epoch}  # fmt: skip
+        order_tensors, order_document = self.order.state("sampler")
+        tensors = {
+            **params_state(self.params),
+            **optimizer_tensors,
+            "rng.train": self.generator.get_state(),
+            **order_tensors,
+        }
+        return tensors, {"optimizer": optimizer_document, **order_document}
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
         load_params(self.params, tensors)
         load_optimizer_state(self.optimizer, tensors, document["optimizer"])
         self.generator.set_state(tensors["rng.train"])
-        self.order.load_state_dict(document["sampler"], tensors["rng.sampler"])
+        self.order.load_state(tensors, document, "sampler")

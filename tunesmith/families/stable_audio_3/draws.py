@@ -63,18 +63,12 @@ class Draws:
         return Draw(batch, prompts, t, noise, drop)
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
-        tensors = {
-            "rng.train": self.generator.get_state(),
-            "rng.sampler": self.order.generator.get_state(),
-        }
-        document = {
-            "sampler": self.order.state_dict(),
-            "prompt_rng": to_json(self.prompt_rng.getstate()),
-            "epoch": self.epoch,
-        }
+        order_tensors, order_document = self.order.state("sampler")
+        tensors = {"rng.train": self.generator.get_state(), **order_tensors}
+        document = {**order_document, "prompt_rng": to_json(self.prompt_rng.getstate())}
         return tensors, document
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
         self.generator.set_state(tensors["rng.train"])
-        self.order.load_state_dict(document["sampler"], tensors["rng.sampler"])
+        self.order.load_state(tensors, document, "sampler")
         self.prompt_rng.setstate(from_json(document["prompt_rng"]))

@@ -256,17 +256,21 @@ class PlannerTrainer:
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
-        tensors = {**params_state(self.params), **optimizer_tensors,
-                   "rng.order": self.order.generator.get_state()}  # fmt: skip
-        document = {"optimizer": optimizer_document, "order": self.order.state_dict(),
-                    "epoch": self.order.epoch, "updates": self.updates,
-                    "epoch_losses": self.epoch_losses, "epoch_sum": self.epoch_sum}  # fmt: skip
+        order_tensors, order_document = self.order.state("order")
+        tensors = {**params_state(self.params), **optimizer_tensors, **order_tensors}
+        document = {
+            "optimizer": optimizer_document,
+            **order_document,
+            "updates": self.updates,
+            "epoch_losses": self.epoch_losses,
+            "epoch_sum": self.epoch_sum,
+        }
         return tensors, document
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
         load_params(self.params, tensors)
         load_optimizer_state(self.optimizer, tensors, document["optimizer"])
-        self.order.load_state_dict(document["order"], tensors["rng.order"])
+        self.order.load_state(tensors, document, "order")
         self.updates = document["updates"]
         self.epoch_losses, self.epoch_sum = document["epoch_losses"], document["epoch_sum"]
         self.scheduler = self._scheduler(self.updates)
