@@ -151,20 +151,21 @@ def pictures(folder: Path):
 def ours(folder: Path, steps: int, device: str, dtype: torch.dtype) -> dict:
     from tunesmith.families.sdxl.model import load_pipeline
     from tunesmith.families.sdxl.train import SdxlLora
-    from tunesmith.families.sdxl.trainer import PassOrder, train_step
+    from tunesmith.families.sdxl.trainer import ORDER, train_step
     from tunesmith.train.memory import MemoryCap
+    from tunesmith.train.order import Order
 
     pipe = load_pipeline(folder, dtype, device)
     lora = SdxlLora(pipe.unet, pipe.scheduler, pipe.vae.config.scaling_factor, RANK)
     optimizer = torch.optim.AdamW(lora.parameters(), lr=1e-4)
     page_in(pipe.unet)
     train, g = pictures(folder), torch.Generator().manual_seed(0)
-    order, cap = PassOrder(len(train), BATCH, 0), MemoryCap(None, device)
+    order, cap = Order(len(train), BATCH, 2, ORDER), MemoryCap(None, device)
     now, seconds = clock(device), []
     with PeakMemory(device) as memory:
         for step in range(WARMUP + steps):  # the run loop's step (run.py), validation aside
             start = now()
-            loss, _ = train_step(lora, optimizer, [train[i] for i in order.next_batch()], g)
+            loss, _ = train_step(lora, optimizer, [train[i] for i in order.next()], g)
             if not math.isfinite(loss) or cap.passed():
                 raise RuntimeError(f"step {step}: the loss is {loss} or the cap was passed")
             if device == "cuda":

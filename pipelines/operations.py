@@ -23,6 +23,7 @@ from tunesmith.report import read_report
 from tunesmith.store import Store
 from tunesmith.store.atomic import sweep_tree
 from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
+from tunesmith.train.holdout import on_training_items_note
 
 
 def _select(names: list[str]) -> dict[str, object]:
@@ -104,6 +105,8 @@ def check(names: list[str]) -> int:
             except ValueError as exc:
                 problems += 1
                 print(f"  run {run.name}: base model {base}: " + str(exc).replace("\n", "\n    "))
+            if note := on_training_items_note(run.train.holdout):
+                print(f"  run {run.name}: {note}")
     return 1 if problems else 0
 
 

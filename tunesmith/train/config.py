@@ -227,8 +227,9 @@ def validate(run: RunConfig, where: str) -> None:
         isinstance(t.cap, bool) or not isinstance(t.cap, int | float) or not t.cap > 0
     ):
         problems.append(f"train.cap must be a number of gigabytes > 0, got {t.cap!r}")
-    if t.holdout is not None and t.holdout < 0:
-        problems.append(f"train.holdout must be ≥ 0, got {t.holdout!r}")
+    holdout = t.holdout
+    if holdout is not None and (type(holdout) is not int or holdout < 0):  # bool is no count
+        problems.append(f"train.holdout must be an integer ≥ 0 (0: none), got {holdout!r}")
     problems += _launch_problems(run)
     problems += families.get(run.family).config.problems(run)
     if problems:

@@ -126,13 +126,6 @@ def any_rank(flag: bool, device: str = "cpu") -> bool:
     return bool(value.item())
 
 
-def gather_lines(line: str) -> list[str]:
-    """Every rank's `line`, in rank order, on every rank."""
-    lines: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(lines, line)
-    return [str(x) for x in lines]
-
-
 class _Forward(nn.Module):
     """The module DDP wraps: the adapted model(s) as children, so DDP sees the adapter
     parameters, and the family's loss function as the forward."""

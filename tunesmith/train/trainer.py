@@ -46,6 +46,32 @@ class AdapterNames(Protocol):
     def last(self, step: int, epoch: int) -> Path: ...  # the last step's, where not the best
 
 
+@dataclass(frozen=True)
+class PeftNames:
+    """PEFT's and kohya's users' names: the best adapter is `NAME`, the last step's
+    `NAME.last` where it differs; no periodic files (the state is saved instead). `NAME` is
+    the file `<run>.safetensors`, or with `weights` the folder `<run>/` holding that file
+    (a PEFT folder's `adapter_model.safetensors`)."""
+
+    folder: Path
+    run: str
+    weights: str = ""
+
+    def best(self, step: int) -> Path:
+        return self._path(self.run)
+
+    def checkpoint(self, step: int, epoch: int) -> None:
+        return None
+
+    def last(self, step: int, epoch: int) -> Path:
+        return self._path(f"{self.run}.last")
+
+    def _path(self, name: str) -> Path:
+        if self.weights:
+            return self.folder / name / self.weights
+        return self.folder / f"{name}.safetensors"
+
+
 class Trainer(Protocol):
     run: RunConfig
     device: str  # where the memory cap measures ("cuda:0", "cpu", ...)

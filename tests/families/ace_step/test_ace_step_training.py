@@ -16,6 +16,7 @@ from tunesmith.families.ace_step import data, objective
 from tunesmith.families.ace_step.trainer import AceStepTrainer
 from tunesmith.train import loop
 from tunesmith.train.config import ConfigError, resolve_run
+from tunesmith.train.order import Order
 
 PLACEMENT = Placement("torch", "cpu", "float32", "tests")
 LINEAGE = {"tunesmith.version": "t", "tunesmith.base_model_fingerprint": "fp",
@@ -44,8 +45,8 @@ def test_a_step_is_the_windows_weighted_mean_with_clipping(ace_encoded, tmp_path
     ours = trainer(ace_encoded, run, tmp_path)
     generator = torch.Generator()
     generator.set_state(ours.generator.get_state())
-    order = data.EpochOrder(len(ours.train_items), 4, run.train.seed)
-    window, _ = order.next_window()
+    order = Order(len(ours.train_items), 4, run.train.seed + data.ORDER_SEED, data.ORDER)
+    window = order.next()
     crops = data.draw_window(ours.train_items, window, 24, generator, ours.mu, ours.sigma, 0.15)
     w = objective.weights(torch.cat([c.t for c in crops]), "flow_snr", 5.0, 0.5)
     assert len(crops) == 4 and not torch.allclose(w, torch.ones(4, dtype=torch.float64))
@@ -127,6 +128,14 @@ def test_resume_is_bit_for_bit_with_muon_momentum(ace_encoded, tmp_path):
     assert resumed.history == straight.history
     assert digest(resumed.last_path) == digest(straight.last_path)
     assert digest(resumed.best_path) == digest(straight.best_path)
+
+
+def test_holdout_zero_trains_and_validates_on_the_training_songs_saying_so(ace_encoded, tmp_path):
+    run = make_run(holdout=0, steps=2, eval_every=2, checkpoint_every=2)
+    result, logs = run_loop(ace_encoded, run, tmp_path / "run")
+    note = "validation on training songs: train.holdout = 0, none held out"
+    assert result.validation_note == note and result.steps == 2
+    assert any(note in line for line in logs)
 
 
 def test_the_target_loss_ends_the_run_on_the_five_epoch_average(ace_encoded, tmp_path):

@@ -4,6 +4,7 @@ model's own picture), resumes bit for bit, and ends itself past its memory cap."
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +20,11 @@ from tunesmith.examples.rings import make_rings
 from tunesmith.families.sdxl import FAMILY, files
 from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.sample import render_demo
-from tunesmith.families.sdxl.trainer import SdxlTrainer, split_holdout
+from tunesmith.families.sdxl.trainer import SdxlTrainer
 from tunesmith.family import EncodeRequest
 from tunesmith.store import Store
 from tunesmith.train import loop
-from tunesmith.train.config import resolve_run
+from tunesmith.train.config import ConfigError, resolve_run
 
 SIZE = 64
 CPU = Placement("torch", "cpu", "float32", "test")
@@ -108,10 +109,20 @@ def test_a_run_past_its_memory_cap_stops_and_keeps_a_whole_adapter(tiny_sdxl, en
     assert (tmp_path / "state" / "step=1" / "state.json").exists()
 
 
-def test_fewer_than_five_pictures_validate_on_training_pictures_and_say_so():
-    train, held, note = split_holdout(list(range(4)))
-    assert train == held == [0, 1, 2, 3] and note.startswith("validation on training pictures")
-    train, held, _ = split_holdout(list(range(12)))
-    assert (len(train), held) == (11, [11])
-    assert split_holdout(list(range(50)))[1] == [46, 47, 48, 49]  # a tenth, at most 4
-    assert split_holdout(list(range(12)), holdout=3)[1] == [9, 10, 11]
+def test_holdout_zero_trains_and_validates_on_the_training_pictures_saying_so(
+    tiny_sdxl, encoded, tmp_path
+):
+    lines = []
+    lineage = {"tunesmith.base_model_fingerprint": "fp", "tunesmith.training_config": "{}"}
+    run = run_config(tiny_sdxl, steps=2, eval_every=2, holdout=0)
+    trainer = SdxlTrainer(run, tiny_sdxl, encoded, tmp_path, CPU, lineage)
+    assert len(trainer.train) == len(trainer.validation.pictures) == 10
+    result = loop.train(trainer, tmp_path, log=lines.append, progress=io.StringIO())
+    note = "validation on training pictures: train.holdout = 0, none held out"
+    assert result.validation_note == note and result.steps == 2
+    assert any(note in line for line in lines)
+
+
+def test_a_holdout_of_every_picture_is_refused_in_one_line(tiny_sdxl, encoded, tmp_path):
+    with pytest.raises(ConfigError, match="^train.holdout 10 leaves no training pictures out"):
+        fit(tiny_sdxl, encoded, tmp_path, holdout=10)

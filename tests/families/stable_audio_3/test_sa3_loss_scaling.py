@@ -11,10 +11,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from tests.families.stable_audio_3.test_sa3_training import items, run_config
+from tests.families.stable_audio_3.test_sa3_training import first_batch, items, run_config
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import optim
-from tunesmith.families.stable_audio_3.data import Sampler
 from tunesmith.families.stable_audio_3.files import read_adapter
 from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer
 from tunesmith.train.loop import train
@@ -69,7 +68,7 @@ def test_the_scaler_keeps_the_gradients_fp16_flushes_to_zero(tiny_sa3):
     scaled by 2^16 first, they survive (0.1 % zero) and, unscaled, point where the float32
     model's do (cosine 0.9994)."""
     run = run_config(tiny_sa3)
-    batch = Sampler(items(), 2, 32, seed=1).next_batch()
+    batch, _ = first_batch(items(), 2, 32, seed=1)
     g = torch.Generator().manual_seed(0)
     t, noise = torch.tensor([0.3, 0.7]), torch.randn(2, 16, 32, generator=g)
     drop = torch.tensor([False, False])

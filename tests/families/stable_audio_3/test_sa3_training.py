@@ -13,13 +13,14 @@ from tunesmith.adapters import torch_lora
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
 from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
-from tunesmith.families.stable_audio_3.data import Item, Sampler, crop
+from tunesmith.families.stable_audio_3.data import ORDER, Item, crop, draw_batch
 from tunesmith.families.stable_audio_3.files import read_adapter
 from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer
 from tunesmith.formats.underfit import validate_file
-from tunesmith.train.config import RunConfig
+from tunesmith.train.config import ConfigError, RunConfig
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.loop import train
+from tunesmith.train.order import Order
 from tunesmith.train.schedules import inverse_lr
 from tunesmith.train.state import ResumeError
 from tunesmith.train.trainer import TrainingError
@@ -39,6 +40,12 @@ def items(n=6, frames=(40, 70, 90)):
         )
         for i in range(n)
     ]
+
+
+def first_batch(data, batch_size, crop_length, seed):
+    """The first batch a run of `seed` draws from `data` (its order, then its crops)."""
+    order = Order(len(data), batch_size, seed, ORDER)
+    return draw_batch(data, order.next(), crop_length, order.generator), order
 
 
 def run_config(tiny_sa3, **train):
@@ -97,7 +104,7 @@ def test_written_files_follow_underfits_format_and_reload_to_the_bit(tiny_sa3, t
     with torch.no_grad():
         for p in trainer.parameters():
             p.copy_(p.half().float())
-    batch = Sampler(items(), 2, 48, seed=0).next_batch()
+    batch, _ = first_batch(items(), 2, 48, seed=0)
     t, noise = torch.tensor([0.3, 0.8]), torch.randn(2, 16, 48)
     drop = torch.tensor([False, True])
     with torch.no_grad():
@@ -128,7 +135,7 @@ def test_adapter_gradients_match_central_finite_differences_in_float64(tiny_sa3,
     with torch.no_grad():  # move B off zero so every factor has a gradient
         for p in params:
             p.add_(1e-2 * torch.randn(p.shape, generator=g, dtype=p.dtype))
-    batch = Sampler(items(), 2, 32, seed=1).next_batch()
+    batch, _ = first_batch(items(), 2, 32, seed=1)
     t, noise = torch.tensor([0.25, 0.7], dtype=torch.float64), torch.randn(2, 16, 32, generator=g)
     drop = torch.tensor([False, True])
 
@@ -198,13 +205,32 @@ def test_progress_events_and_loss_by_timestep(tiny_sa3, tmp_path):
 
 def test_crops_pad_short_items_and_tiny_datasets_oversample():
     short = items(3, frames=(20,))
-    sampler = Sampler(short, batch_size=4, crop_length=48, seed=0)
-    batch = sampler.next_batch()
+    batch, order = first_batch(short, batch_size=4, crop_length=48, seed=0)
     assert batch.latents.shape == (4, 16, 48)
     assert batch.mask[:, :20].all() and not batch.mask[:, 20:].any()
-    assert len(sampler.order) == 400  # fewer items than the batch: 100 batches an epoch
+    assert len(order.order) == 400  # fewer items than the batch: 100 batches an epoch
+    assert order.epoch == 0  # underfit counts epochs from 0
     latents, mask = crop(short[0], 10, 5)
     assert torch.equal(latents, short[0].latents[:, 5:15]) and mask.all()
+
+
+def test_holdout_zero_trains_and_validates_on_the_training_items_saying_so(tiny_sa3, tmp_path):
+    import io
+
+    lines = []
+    run = run_config(tiny_sa3, steps=2, eval_every=2, checkpoint_every=2, holdout=0)
+    lineage = {"tunesmith.base_model_fingerprint": "tiny"}
+    trainer = TorchTrainer(run, Path(tiny_sa3), items(), tmp_path, CPU, lineage)
+    result = train(trainer, tmp_path, log=lines.append, progress=io.StringIO())
+    note = "validation on training items: train.holdout = 0, none held out"
+    assert result.validation_note == note and result.steps == 2
+    assert any(note in line for line in lines)
+
+
+def test_a_holdout_of_every_item_is_refused_in_one_line(tiny_sa3, tmp_path):
+    run = run_config(tiny_sa3, holdout=6)
+    with pytest.raises(ConfigError, match="^train.holdout 6 leaves no training items out of 6"):
+        fit(tiny_sa3, tmp_path, run)
 
 
 def test_holdout_rules():

@@ -4,10 +4,10 @@ An item is one song: its latents [T, C] and its conditioning [1, S, H] (the cond
 output over its caption, lyrics and the silence latent as timbre reference, computed once:
 the encoder is frozen). An epoch is one pass over the training items in a new shuffled order;
 an optimizer step takes the next `accumulation` items of the pass (fewer at its end, never
-reaching into the next pass), one random crop each (HOT-Step's crop-window training): a
-window of `crop_frames` frames at an offset drawn uniformly, the whole song where it is
-shorter. Per crop the training generator draws, in this order: the offset, the level t, the
-CFG dropout decision, the noise.
+reaching into the next pass: `ORDER`, a policy of `tunesmith.train.order`), one random crop
+each (HOT-Step's crop-window training): a window of `crop_frames` frames at an offset drawn
+uniformly, the whole song where it is shorter. Per crop the training generator draws, in this
+order: the offset, the level t, the CFG dropout decision, the noise.
 
 Validation: each held-out item's first `crop_frames` frames at fixed levels, each level with
 noise drawn once from its own generator, the conditioning kept (no dropout) and no weighting:
@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from tunesmith.families.ace_step import objective
+from tunesmith.train.order import SHORT, OrderPolicy
 
 VALIDATION_LEVELS = (0.1, 0.3, 0.5, 0.7, 0.9)
+ORDER = OrderPolicy(end=SHORT)  # HOT-Step's epochs: the last window takes what is left
+ORDER_SEED = 2  # the order generator's seed is the run's + 2 (not the training generator's)
 
 
 @dataclass
@@ -54,34 +56,6 @@ def context(silence: torch.Tensor, start: int, length: int) -> torch.Tensor:
         silence = silence.repeat(1, math.ceil((start + length) / silence.shape[1]), 1)
     source = silence[:, start : start + length, :]
     return torch.cat([source, torch.ones_like(source)], dim=-1)
-
-
-class EpochOrder:
-    """Windows of item indices from shuffled passes; its state resumes a run exactly."""
-
-    def __init__(self, count: int, accumulation: int, seed: int) -> None:
-        self.count, self.accumulation = count, accumulation
-        self.generator = torch.Generator().manual_seed(seed + 2)  # not the training generator
-        self.epoch, self.position, self.order = 0, count, []
-
-    def next_window(self) -> tuple[list[int], bool]:
-        """(the next step's item indices, whether they end the pass)."""
-        if self.position >= self.count:
-            self.order = torch.randperm(self.count, generator=self.generator).tolist()
-            self.position, self.epoch = 0, self.epoch + 1
-        window = self.order[self.position : self.position + self.accumulation]
-        self.position += len(window)
-        return window, self.position >= self.count
-
-    def steps_per_epoch(self) -> int:
-        return math.ceil(self.count / self.accumulation)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "position": self.position, "order": self.order}
-
-    def load_state_dict(self, state: dict[str, Any], generator_state: torch.Tensor) -> None:
-        self.epoch, self.position, self.order = state["epoch"], state["position"], state["order"]
-        self.generator.set_state(generator_state)
 
 
 def draw_window(

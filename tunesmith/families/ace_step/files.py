@@ -34,7 +34,6 @@ goes beside it.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import peft
@@ -74,22 +73,6 @@ def diffusers_name(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True)
-class PeftNames:
-    """`<run>/adapter_model.safetensors` is the best adapter, `<run>.last/...` the last step's
-    where it differs; no periodic files (the state is saved instead)."""
-
-    folder: Path
-    run: str
-
-    def best(self, step: int) -> Path:
-        return self.folder / self.run / WEIGHTS
-
-    def checkpoint(self, step: int, epoch: int) -> None:
-        return None
-
-    def last(self, step: int, epoch: int) -> Path:
-        return self.folder / f"{self.run}.last" / WEIGHTS
 
 
 def write_adapter(path: Path, transformer, run, trigger: tuple[str, str], metadata: dict) -> Path:

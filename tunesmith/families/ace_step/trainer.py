@@ -42,9 +42,10 @@ from tunesmith.train import distributed
 from tunesmith.train.config import ConfigError
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.optimizers import OptimizerError, OptimizerSettings, build_optimizer
+from tunesmith.train.order import Order
 from tunesmith.train.schedules import horizon_steps, lr_scheduler, warmup_cosine
 from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
-from tunesmith.train.trainer import StepReport
+from tunesmith.train.trainer import PeftNames, StepReport
 
 TARGET_WINDOW = 5  # epochs in the moving average the target loss is tested on (HOT-Step's ma5)
 
@@ -72,7 +73,7 @@ class AceStepTrainer:
         self.pipe = load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
         self.transformer = self.pipe.transformer
         items = self._items(encoded)
-        split = split_holdout(items, cfg.holdout)
+        split = split_holdout(items, cfg.holdout, what="song")
         self.train_items, self.validation_note = split.train, split.note("song")
         self.validation = data.Validation.make(split.validation, cfg.crop_frames, cfg.seed)
         self.silence = self.pipe.condition_encoder.silence_latent.detach().float().cpu()
@@ -84,14 +85,15 @@ class AceStepTrainer:
         self.named = self._named_parameters()
         self.params = [p for _, p in self.named]
         self.optimizer, self.split = self._optimizer(cfg)
-        self.order = data.EpochOrder(len(self.train_items), cfg.accumulation, cfg.seed)
+        seed = cfg.seed + data.ORDER_SEED
+        self.order = Order(len(self.train_items), cfg.accumulation, seed, data.ORDER)
         self.horizon = horizon_steps(cfg.epochs, len(self.train_items), cfg.accumulation)
         self.schedule = warmup_cosine(max(2, self.horizon), cfg.warmup, cfg.lr_floor)
         self.scheduler = lr_scheduler(self.optimizer, self.schedule, 0)
         self.steps = cfg.steps or self.horizon
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.updates, self.epoch_losses, self.epoch_sum = 0, [], [0.0, 0]
-        self.names = files.PeftNames(run_dir, run.name)
+        self.names = PeftNames(run_dir, run.name, files.WEIGHTS)
         self.start_note = (
             f"{self.split.summary()}; {len(self.train_items)} training songs, "
             f"{self.order.steps_per_epoch()} steps an epoch, horizon {cfg.epochs} epochs = "
@@ -166,7 +168,7 @@ class AceStepTrainer:
 
     def step(self) -> StepReport:
         cfg = self.run.train
-        window, ends_epoch = self.order.next_window()
+        window, ends_epoch = self.order.next(), self.order.ends_pass
         epoch = self.order.epoch
         crops = data.draw_window(self.train_items, window, cfg.crop_frames, self.generator,
                                  self.mu, self.sigma, cfg.cfg_dropout)  # fmt: skip
@@ -263,18 +265,26 @@ class AceStepTrainer:
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
-        tensors = {**params_state(self.params), **optimizer_tensors,
-                   "rng.train": self.generator.get_state(),
-                   "rng.order": self.order.generator.get_state()}  # fmt: skip
-        document = {"optimizer": optimizer_document, "order": self.order.state_dict(),
-                    "epoch": self.order.epoch, "updates": self.updates,
-                    "epoch_losses": self.epoch_losses, "epoch_sum": self.epoch_sum}  # fmt: skip
+        order_tensors, order_document = self.order.state("order")
+        tensors = {
+            **params_state(self.params),
+            **optimizer_tensors,
+            "rng.train": self.generator.get_state(),
+            **order_tensors,
+        }
+        document = {
+            "optimizer": optimizer_document,
+            **order_document,
+            "updates": self.updates,
+            "epoch_losses": self.epoch_losses,
+            "epoch_sum": self.epoch_sum,
+        }
         return tensors, document
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
         load_params(self.params, tensors)
         load_optimizer_state(self.optimizer, tensors, document["optimizer"])
-        self.order.load_state_dict(document["order"], tensors["rng.order"])
+        self.order.load_state(tensors, document, "order")
         self.generator.set_state(tensors["rng.train"])
         self.updates = document["updates"]
         self.epoch_losses, self.epoch_sum = document["epoch_losses"], document["epoch_sum"]

@@ -1,13 +1,16 @@
 """Training one SDXL run: `SdxlLora` (train.py) as a `Trainer` of the one loop.
 
 Per step: the next pictures of a shuffled pass over the training pictures (a new order each
-epoch, as kohya's and diffusers' data loaders draw), a level `t`, the posterior draw ε₁ and
-the noise ε from the training generator, backward, optional clipping, AdamW at a constant lr.
-The validation loss is measured on the held-out pictures at levels 125/375/625/875 with fixed
-noise; the demos are drawn into `samples/<demo>-<step>.png` by the renders stage's own
-`render_demo`, so row 0 is the base model's picture. The adapter with the lowest validation
-loss is `NAME.safetensors` (and its kohya twin), the last step's `NAME.last.safetensors` where
-it differs (`PeftNames`); the cadence is the loop's (`tunesmith.train.loop`).
+epoch, as kohya's and diffusers' data loaders draw: `ORDER`, a policy of
+`tunesmith.train.order`), a level `t`, the posterior draw ε₁ and the noise ε from the
+training generator, backward, optional clipping, AdamW at a constant lr. The validation loss
+is measured on the held-out pictures (the kvad trainer's fixed set,
+`tunesmith.train.holdout.LAST_OF_SORTED`) at levels 125/375/625/875 with fixed noise; the
+demos are drawn into `samples/<demo>-<step>.png` by the renders stage's own `render_demo`, so
+row 0 is the base model's picture. The adapter with the lowest validation loss is
+`NAME.safetensors` (and its kohya twin), the last step's `NAME.last.safetensors` where it
+differs (`tunesmith.train.trainer.PeftNames`); the cadence is the loop's
+(`tunesmith.train.loop`).
 
 Three random sources, all seeded from the run's seed and saved with the state: the order
 generator (the passes), the training generator (t, ε₁, ε) and the adapters' initial A (drawn
@@ -22,10 +25,8 @@ UNet's adapter sums the gradients; rank 0 alone validates and renders.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -35,48 +36,12 @@ from tunesmith.families.sdxl.sample import DTYPES, render_demo
 from tunesmith.families.sdxl.train import Picture, SdxlLora, ValidationSet, pictures_from_frame
 from tunesmith.media.writers import write_png
 from tunesmith.train import distributed
+from tunesmith.train.holdout import LAST_OF_SORTED, split_holdout
+from tunesmith.train.order import WRAP, Order, OrderPolicy
 from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
-from tunesmith.train.trainer import StepReport
+from tunesmith.train.trainer import PeftNames, StepReport
 
-
-def split_holdout(pictures: list[Picture], holdout: int | None = None):
-    """(train, held out, note): a tenth held out, 1 to 4, unless `holdout` says; fewer than 5
-    pictures: validation on the training pictures, and the note says so."""
-    if holdout is None:
-        holdout = 0 if len(pictures) < 5 else min(4, max(1, len(pictures) // 10))
-    if holdout <= 0 or holdout >= len(pictures):
-        note = (
-            f"validation on training pictures: {len(pictures)} picture(s), none held out; the "
-            "loss says how well they are fitted, not how well others would be"
-        )
-        return pictures, pictures, note
-    return pictures[:-holdout], pictures[-holdout:], f"validation on {holdout} held-out picture(s)"
-
-
-class PassOrder:
-    """Batches from shuffled passes over `count` pictures; its state resumes a run exactly."""
-
-    def __init__(self, count: int, batch_size: int, seed: int) -> None:
-        self.count, self.batch_size = count, batch_size
-        self.generator = torch.Generator().manual_seed(seed + 2)  # not the training generator
-        self.epoch, self.position, self.order = 0, count, []
-
-    def next_batch(self) -> list[int]:
-        picks = []
-        while len(picks) < self.batch_size:
-            if self.position >= self.count:
-                self.order = torch.randperm(self.count, generator=self.generator).tolist()
-                self.position, self.epoch = 0, self.epoch + 1
-            picks.append(self.order[self.position])
-            self.position += 1
-        return picks
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "position": self.position, "order": self.order}
-
-    def load_state_dict(self, state: dict[str, Any], generator_state: torch.Tensor) -> None:
-        self.epoch, self.position, self.order = state["epoch"], state["position"], state["order"]
-        self.generator.set_state(generator_state)
+ORDER = OrderPolicy(end=WRAP)  # kohya's and diffusers' loaders: a step fills from the next pass
 
 
 def train_step(
@@ -96,24 +61,6 @@ def train_step(
             torch.nn.utils.clip_grad_norm_(lora.parameters(), grad_clip)
         optimizer.step()
     return loss, t
-
-
-@dataclass(frozen=True)
-class PeftNames:
-    """`NAME.safetensors` (+ its kohya twin) is the best adapter; `NAME.last.safetensors`
-    the last step's where it differs; no periodic files (the state is saved instead)."""
-
-    folder: Path
-    run: str
-
-    def best(self, step: int) -> Path:
-        return self.folder / f"{self.run}.safetensors"
-
-    def checkpoint(self, step: int, epoch: int) -> None:
-        return None
-
-    def last(self, step: int, epoch: int) -> Path:
-        return self.folder / f"{self.run}.last.safetensors"
 
 
 def shared_train_step(
@@ -159,15 +106,19 @@ class SdxlTrainer:
     def __init__(self, run, base_model: Path, encoded, run_dir: Path, placement, metadata) -> None:
         cfg = run.train
         self.run, self.metadata, self.size = run, metadata, cfg.size
-        train, held, self.validation_note = split_holdout(pictures_from_frame(encoded), cfg.holdout)
+        pictures = pictures_from_frame(encoded)
+        split = split_holdout(pictures, cfg.holdout, lambda p: p.name, LAST_OF_SORTED, "picture")
         self.pipe = load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
         self.lora = SdxlLora(self.pipe.unet, self.pipe.scheduler,
                              self.pipe.vae.config.scaling_factor, run.adapter.rank,
                              run.adapter.scale_alpha, cfg.seed)  # fmt: skip
-        self.train, self.validation = train, ValidationSet.make(held, seed=cfg.seed + 1)
+        self.train = split.train
+        self.validation = ValidationSet.make(split.validation, seed=cfg.seed + 1)
         self.params = self.lora.parameters()
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr)  # torch's defaults, as kvad
-        self.order = PassOrder(len(train), cfg.batch_size, cfg.seed)
+        self.validation_note = split.note("picture")
+        # The order's generator is seeded apart from the training generator.
+        self.order = Order(len(split.train), cfg.batch_size, cfg.seed + 2, ORDER)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.device = placement.device
         self.names = PeftNames(run_dir, run.name)
@@ -183,7 +134,7 @@ class SdxlTrainer:
             self.replica = distributed.replicate({"unet": self.pipe.unet}, self.lora.squared_error)
 
     def step(self) -> StepReport:
-        pictures = [self.train[i] for i in self.order.next_batch()]
+        pictures = [self.train[i] for i in self.order.next()]
         step = train_step if self.replica is None else partial(shared_train_step, self.replica)
         loss, t = step(self.lora, self.optimizer, pictures, self.generator,
                        self.run.train.grad_clip)  # fmt: skip
@@ -214,14 +165,17 @@ class SdxlTrainer:
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
-        tensors = {**params_state(self.params), **optimizer_tensors,
-                   "rng.train": self.generator.get_state(),
-                   "rng.sampler": self.order.generator.get_state()}  # fmt: skip
-        return tensors, {"optimizer": optimizer_document, "sampler": self.order.state_dict(),
-                         "epoch": self.order.epoch}  # fmt: skip
+        order_tensors, order_document = self.order.state("sampler")
+        tensors = {
+            **params_state(self.params),
+            **optimizer_tensors,
+            "rng.train": self.generator.get_state(),
+            **order_tensors,
+        }
+        return tensors, {"optimizer": optimizer_document, **order_document}
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
         load_params(self.params, tensors)
         load_optimizer_state(self.optimizer, tensors, document["optimizer"])
         self.generator.set_state(tensors["rng.train"])
-        self.order.load_state_dict(document["sampler"], tensors["rng.sampler"])
+        self.order.load_state(tensors, document, "sampler")

@@ -5,7 +5,8 @@ every item is cropped or padded to `latent_crop_length`; the crop starts at a ra
 of the valid region; a short item is padded with zeros (the padding mask says which frames
 are audio); `seconds_total` stays the full duration. A dataset with fewer items than the
 batch is drawn with replacement, batch × 100 draws an epoch (~100 steps); otherwise each
-epoch is a shuffled pass. Every random number comes from one generator whose state is part
+epoch is a shuffled pass whose last partial batch is dropped (`ORDER`, a policy of
+`tunesmith.train.order`). The order and the crops draw from one generator whose state is part
 of a resumable run. Which items are held out for validation: `tunesmith.train.holdout`.
 """
 
@@ -18,6 +19,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+
+from tunesmith.train.order import DROP, OrderPolicy
+
+ORDER = OrderPolicy(end=DROP, oversample=100, first_epoch=0)  # underfit's loader
 
 
 @dataclass(frozen=True)
@@ -75,41 +80,16 @@ def collate(items: list[Item], crops: list[tuple[torch.Tensor, torch.Tensor]]) -
     )
 
 
-class Sampler:
-    """Batches of random crops, epoch after epoch, resumable from `state_dict()`."""
-
-    def __init__(self, items: list[Item], batch_size: int, crop_length: int, seed: int) -> None:
-        if not items:
-            raise ValueError("no training items")
-        self.items, self.batch_size, self.crop_length = items, batch_size, crop_length
-        self.generator = torch.Generator().manual_seed(seed)
-        self.epoch, self.position, self.order = 0, 0, self._new_order()
-
-    def _new_order(self) -> list[int]:
-        n = len(self.items)
-        if n < self.batch_size:  # oversample with replacement: ~100 steps an epoch
-            draws = self.batch_size * 100
-            return torch.randint(n, (draws,), generator=self.generator).tolist()
-        return torch.randperm(n, generator=self.generator).tolist()
-
-    def next_batch(self) -> Batch:
-        if self.position + self.batch_size > len(self.order):  # the last partial batch is dropped
-            self.epoch, self.position, self.order = self.epoch + 1, 0, self._new_order()
-        chosen = [
-            self.items[i] for i in self.order[self.position : self.position + self.batch_size]
-        ]
-        self.position += self.batch_size
-        crops = []
-        for item in chosen:
-            valid = int(item.padding_mask.sum())
-            room = max(0, valid - self.crop_length)
-            start = int(torch.randint(room + 1, (1,), generator=self.generator)) if room else 0
-            crops.append(crop(item, self.crop_length, start))
-        return collate(chosen, crops)
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position, "order": self.order}
-
-    def load_state_dict(self, state: dict, generator_state: torch.Tensor) -> None:
-        self.epoch, self.position, self.order = state["epoch"], state["position"], state["order"]
-        self.generator.set_state(generator_state)
+def draw_batch(
+    items: list[Item], indices: list[int], crop_length: int, generator: torch.Generator
+) -> Batch:
+    """The items at `indices`, each cropped at a random frame of its valid region, the starts
+    drawn from `generator` (the order's) in the batch's order."""
+    chosen = [items[i] for i in indices]
+    crops = []
+    for item in chosen:
+        valid = int(item.padding_mask.sum())
+        room = max(0, valid - crop_length)
+        start = int(torch.randint(room + 1, (1,), generator=generator)) if room else 0
+        crops.append(crop(item, crop_length, start))
+    return collate(chosen, crops)

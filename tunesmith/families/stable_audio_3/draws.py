@@ -1,8 +1,8 @@
 """What one Stable Audio 3 training step draws, as underfit draws it.
 
-A batch of random crops in a shuffled pass (the sampler's generator), a random prompt per
-item from its tags (the prompt generator: underfit's templates, the trigger 80 % of the
-time), and from the training generator, in this order: t (the run's sampler, then the
+A batch of random crops in a shuffled pass (the order's generator, `data.ORDER`), a random
+prompt per item from its tags (the prompt generator: underfit's templates, the trigger 80 % of
+the time), and from the training generator, in this order: t (the run's sampler, then the
 model's shift), the noise, the CFG-dropout coins. The three sources are seeded from the
 run's seed and saved with the run's state, so a resumed run draws exactly what it would
 have. The torch and MLX trainers both draw here, so they train on the same numbers.
@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import torch
 
 from tunesmith.families.stable_audio_3 import timesteps
-from tunesmith.families.stable_audio_3.data import Batch, Item, Sampler
+from tunesmith.families.stable_audio_3.data import ORDER, Batch, Item, draw_batch
 from tunesmith.families.stable_audio_3.prompts import training_prompt
 from tunesmith.train.config import RunConfig
+from tunesmith.train.order import Order
 from tunesmith.train.state import from_json, to_json
 
 
@@ -35,17 +36,21 @@ class Draws:
     def __init__(self, items: list[Item], run: RunConfig, shift: timesteps.FullShift) -> None:
         cfg = run.train
         self.run, self.shift = run, shift
-        self.sampler = Sampler(items, cfg.batch_size, cfg.latent_crop_length, cfg.seed)
+        if not items:
+            raise ValueError("no training items")
+        self.items = items
+        self.order = Order(len(items), cfg.batch_size, cfg.seed, ORDER)  # and the crops
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.prompt_rng = random.Random(cfg.seed)
 
     @property
     def epoch(self) -> int:
-        return self.sampler.epoch
+        return self.order.epoch
 
     def next(self) -> Draw:
         cfg = self.run.train
-        batch = self.sampler.next_batch()
+        indices = self.order.next()
+        batch = draw_batch(self.items, indices, cfg.latent_crop_length, self.order.generator)
         n = batch.latents.shape[0]
         prompts = [
             training_prompt(list(p), self.prompt_rng, self.run.trigger, cfg.trigger_probability)
@@ -58,18 +63,12 @@ class Draws:
         return Draw(batch, prompts, t, noise, drop)
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
-        tensors = {
-            "rng.train": self.generator.get_state(),
-            "rng.sampler": self.sampler.generator.get_state(),
-        }
-        document = {
-            "sampler": self.sampler.state_dict(),
-            "prompt_rng": to_json(self.prompt_rng.getstate()),
-            "epoch": self.epoch,
-        }
+        order_tensors, order_document = self.order.state("sampler")
+        tensors = {"rng.train": self.generator.get_state(), **order_tensors}
+        document = {**order_document, "prompt_rng": to_json(self.prompt_rng.getstate())}
         return tensors, document
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
         self.generator.set_state(tensors["rng.train"])
-        self.sampler.load_state_dict(document["sampler"], tensors["rng.sampler"])
+        self.order.load_state(tensors, document, "sampler")
         self.prompt_rng.setstate(from_json(document["prompt_rng"]))

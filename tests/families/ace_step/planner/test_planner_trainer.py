@@ -108,6 +108,21 @@ def test_a_resumed_planner_run_is_bit_exact_on_the_cpu(planner_encoded, tmp_path
     assert all(a[k].equal(b[k]) for k in a)
 
 
+def test_holdout_zero_trains_and_validates_on_the_training_songs_saying_so(
+    planner_encoded, tmp_path
+):
+    from tunesmith.train import loop
+
+    frame, models = planner_encoded
+    lines: list[str] = []
+    trainer = make_trainer(frame, models, tmp_path, planner_run(holdout=0, steps=2))
+    assert len(trainer.validation) == len(trainer.train_items) == 5
+    result = loop.train(trainer, tmp_path, log=lines.append, progress=open("/dev/null", "w"))
+    note = "validation on training songs: train.holdout = 0, none held out"
+    assert note in result.validation_note and result.steps == 2
+    assert any(note in line for line in lines)
+
+
 def test_a_rank_below_muon_min_dim_trains_with_adamw_and_says_so(planner_encoded, tmp_path):
     frame, models = planner_encoded
     run = planner_run()

@@ -76,7 +76,7 @@ class MlxPlannerTrainer(PlannerTrainer):
     # --- the step ------------------------------------------------------------------------------
 
     def step(self) -> StepReport:
-        window, ends_epoch = self.order.next_window()
+        window, ends_epoch = self.order.next(), self.order.ends_pass
         epoch = self.order.epoch
         batch = self.window_examples(window, epoch)
         tokens = sum(e.answer_tokens for e in batch)
@@ -142,11 +142,15 @@ class MlxPlannerTrainer(PlannerTrainer):
         optimizer = {f"mlx.{k}": _torch(v if mx.issubdtype(v.dtype, mx.floating)
                                         else v.astype(mx.int64))
                      for k, v in tree_flatten(self.optimizer.state)}  # fmt: skip
-        tensors = {**params_state(params), **optimizer,
-                   "rng.order": self.order.generator.get_state()}  # fmt: skip
-        document = {"optimizer": {"backend": "mlx"}, "order": self.order.state_dict(),
-                    "epoch": self.order.epoch, "updates": self.updates,
-                    "epoch_losses": self.epoch_losses, "epoch_sum": self.epoch_sum}  # fmt: skip
+        order_tensors, order_document = self.order.state("order")
+        tensors = {**params_state(params), **optimizer, **order_tensors}
+        document = {
+            "optimizer": {"backend": "mlx"},
+            **order_document,
+            "updates": self.updates,
+            "epoch_losses": self.epoch_losses,
+            "epoch_sum": self.epoch_sum,
+        }
         return tensors, document
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
@@ -166,7 +170,7 @@ class MlxPlannerTrainer(PlannerTrainer):
         flat = [(k, mx.array(v.numpy()).astype(dtypes[k])) for k, v in saved.items()]
         self.optimizer.state = tree_unflatten(flat)
         mx.eval(self.lora.model.parameters(), self.optimizer.state)
-        self.order.load_state_dict(document["order"], tensors["rng.order"])
+        self.order.load_state(tensors, document, "order")
         self.updates = document["updates"]
         self.epoch_losses, self.epoch_sum = document["epoch_losses"], document["epoch_sum"]
 

@@ -9,7 +9,7 @@ it, the same with the trigger alone as its caption (`window_examples`). Items wi
 left out, each named once in the run's start line.
 
 Per step (one optimizer update): the next window of the epoch order (`accumulation` items,
-as the DiT trainer's `data.EpochOrder`), forward and backward one item at a time with its
+in the DiT trainer's order, `data.ORDER`), forward and backward one item at a time with its
 token-mean cross-entropy weighted by its share of the window's answer tokens (so the
 gradients add up to the window's token mean, what one batch of them would give), the global
 gradient norm clipped at `grad_clip`, the optimizer (Muon beside AdamW, or AdamW; a run whose
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -51,30 +50,13 @@ from tunesmith.families.ace_step.trainer import epoch_end, schedule_lr
 from tunesmith.train.config import ConfigError
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.optimizers import OptimizerError, OptimizerSettings, build_optimizer
+from tunesmith.train.order import Order
 from tunesmith.train.schedules import horizon_steps, lr_scheduler, warmup_cosine
 from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
-from tunesmith.train.trainer import StepReport
+from tunesmith.train.trainer import PeftNames, StepReport
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 MLX_SUFFIX = ".mlx-lm"
-
-
-@dataclass(frozen=True)
-class PlannerNames:
-    """`<run>/adapter_model.safetensors` (the PEFT folder) is the best adapter, `<run>.last/`
-    the last step's where it differs; each with its `.mlx-lm` twin. No periodic files."""
-
-    folder: Path
-    run: str
-
-    def best(self, step: int) -> Path:
-        return self.folder / self.run / adapter_files.PEFT_WEIGHTS
-
-    def checkpoint(self, step: int, epoch: int) -> None:
-        return None
-
-    def last(self, step: int, epoch: int) -> Path:
-        return self.folder / f"{self.run}.last" / adapter_files.PEFT_WEIGHTS
 
 
 def mlx_folder(path: Path) -> Path:
@@ -95,7 +77,7 @@ class PlannerTrainer:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         examples, notes = self._examples(encoded)
-        split = split_holdout(examples, cfg.holdout, path=lambda e: e.item)
+        split = split_holdout(examples, cfg.holdout, path=lambda e: e.item, what="song")
         self.train_items, self.validation = split.train, split.validation
         self.validation_note = (
             f"answer-token cross-entropy, {split.note('song')}, "
@@ -103,13 +85,14 @@ class PlannerTrainer:
         )
         self._attach(run.adapter, cfg.seed)
         self.optimizer, summary, fallback = self._optimizer(cfg)
-        self.order = dit_data.EpochOrder(len(self.train_items), cfg.accumulation, cfg.seed)
+        seed = cfg.seed + dit_data.ORDER_SEED
+        self.order = Order(len(self.train_items), cfg.accumulation, seed, dit_data.ORDER)
         self.horizon = horizon_steps(cfg.epochs, len(self.train_items), cfg.accumulation)
         self.schedule = warmup_cosine(max(2, self.horizon), cfg.warmup, cfg.lr_floor)
         self.scheduler = self._scheduler(0)
         self.steps = cfg.steps or self.horizon
         self.updates, self.epoch_losses, self.epoch_sum = 0, [], [0.0, 0]
-        self.names = PlannerNames(run_dir, run.name)
+        self.names = PeftNames(run_dir, run.name, adapter_files.PEFT_WEIGHTS)
         self.start_note = "; ".join([
             f"planner {self.planner_folder.name} ({self.backend})", *fallback, summary,
             f"{len(self.train_items)} training songs, {self.order.steps_per_epoch()} steps an "
@@ -210,7 +193,7 @@ class PlannerTrainer:
 
     def step(self) -> StepReport:
         cfg = self.run.train
-        window, ends_epoch = self.order.next_window()
+        window, ends_epoch = self.order.next(), self.order.ends_pass
         epoch = self.order.epoch
         batch = self.window_examples(window, epoch)
         tokens = sum(e.answer_tokens for e in batch)
@@ -273,17 +256,21 @@ class PlannerTrainer:
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
-        tensors = {**params_state(self.params), **optimizer_tensors,
-                   "rng.order": self.order.generator.get_state()}  # fmt: skip
-        document = {"optimizer": optimizer_document, "order": self.order.state_dict(),
-                    "epoch": self.order.epoch, "updates": self.updates,
-                    "epoch_losses": self.epoch_losses, "epoch_sum": self.epoch_sum}  # fmt: skip
+        order_tensors, order_document = self.order.state("order")
+        tensors = {**params_state(self.params), **optimizer_tensors, **order_tensors}
+        document = {
+            "optimizer": optimizer_document,
+            **order_document,
+            "updates": self.updates,
+            "epoch_losses": self.epoch_losses,
+            "epoch_sum": self.epoch_sum,
+        }
         return tensors, document
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
         load_params(self.params, tensors)
         load_optimizer_state(self.optimizer, tensors, document["optimizer"])
-        self.order.load_state_dict(document["order"], tensors["rng.order"])
+        self.order.load_state(tensors, document, "order")
         self.updates = document["updates"]
         self.epoch_losses, self.epoch_sum = document["epoch_losses"], document["epoch_sum"]
         self.scheduler = self._scheduler(self.updates)

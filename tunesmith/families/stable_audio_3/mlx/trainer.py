@@ -12,7 +12,7 @@ global-norm clipping as torch's clip_grad_norm_.
 What runs where. T5Gemma stays in torch (frozen, its outputs cached per prompt and handed
 over as arrays); the DiT and the duration embedder run in MLX. Every random number comes from
 the torch loop's generators, in the torch loop's order (t, noise, dropout from the training
-generator; crops and order from the sampler's; prompts from the prompt generator), so an MLX
+generator; crops and order from the order's; prompts from the prompt generator), so an MLX
 run draws exactly what a torch run of the same config draws, and the initial adapter A is
 drawn by `torch_lora.attach` under the run's seed, as the torch path draws it.
 
