@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_file
 
 from pipelines import train_child
-from tests.families.ace_step.planner.test_planner_trainer import (  # noqa: F401 (a fixture)
+from tests.families.ace_step_planner.test_planner_trainer import (  # noqa: F401 (a fixture)
     PLANNER_RUN,
     planner_encoded,
 )

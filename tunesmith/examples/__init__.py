@@ -194,8 +194,8 @@ def _write(folders: dict[str, Path], models_root: Path | None) -> None:
     make_songs(folders["songs"])
     write_if_changed(folders["songs"] / "tunesmith.toml", SONGS_TOML.encode())
     if models_root is not None:
-        from tunesmith.families.ace_step.planner.tiny import make_tiny_planner
         from tunesmith.families.ace_step.tiny import make_tiny_ace_step
+        from tunesmith.families.ace_step_planner.tiny import make_tiny_planner
         from tunesmith.families.sdxl.tiny import make_tiny_sdxl
         from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 

@@ -25,7 +25,7 @@ LABELS = {
 @pytest.fixture
 def planner(tiny_planner: Path):
     """A fresh load of the tiny planner, float32 on the CPU (a test may wrap it)."""
-    from tunesmith.families.ace_step.planner.model import load_planner
+    from tunesmith.families.ace_step_planner.model import load_planner
 
     return load_planner(tiny_planner)
 
@@ -33,8 +33,8 @@ def planner(tiny_planner: Path):
 @pytest.fixture(scope="session")
 def examples(tiny_planner: Path):
     """Three training examples of different lengths (seeded codes)."""
-    from tunesmith.families.ace_step.planner.data import build_example
-    from tunesmith.families.ace_step.planner.model import load_planner
+    from tunesmith.families.ace_step_planner.data import build_example
+    from tunesmith.families.ace_step_planner.model import load_planner
 
     planner = load_planner(tiny_planner)
     generator = torch.Generator().manual_seed(0)

@@ -70,7 +70,7 @@ def test_a_planner_run_takes_hot_steps_lm_defaults():
 
 def test_the_loop_trains_the_planner_and_writes_both_folders(planner_encoded, tmp_path):
     from tunesmith import family as families
-    from tunesmith.families.ace_step.planner import adapter_files
+    from tunesmith.families.ace_step_planner import adapter_files
     from tunesmith.train import loop
 
     frame, models = planner_encoded
@@ -147,7 +147,7 @@ def make_mlx_trainer(frame, models: Path, run_dir: Path, run=None):
 def test_the_mlx_backend_trains_on_the_loop_and_matches_torch_at_the_start(planner_encoded,
                                                                            tmp_path):  # fmt: skip
     from tunesmith import family as families
-    from tunesmith.families.ace_step.planner import adapter_files
+    from tunesmith.families.ace_step_planner import adapter_files
     from tunesmith.train import loop
 
     frame, models = planner_encoded
@@ -214,7 +214,7 @@ def test_a_planner_that_passed_is_not_loaded_again_until_it_changes(planner_enco
     import sys
 
     from tunesmith import family as families
-    from tunesmith.families.ace_step.planner.tiny import build_tiny_planner
+    from tunesmith.families.ace_step_planner.tiny import build_tiny_planner
 
     frame, models = planner_encoded
     folder, cache = tmp_path / "planner", tmp_path / "cache" / "fingerprints.json"
@@ -225,7 +225,7 @@ def test_a_planner_that_passed_is_not_loaded_again_until_it_changes(planner_enco
     first = family.plan_inputs(run, models / "tiny", frame, cache)["planner"]
     script = (
         "import sys; from pathlib import Path\n"
-        "from tunesmith.families.ace_step.planner.inputs import checked_planner\n"
+        "from tunesmith.families.ace_step_planner.inputs import checked_planner\n"
         f"print(checked_planner(Path({str(folder)!r}), Path({str(cache)!r})))\n"
         "print(sorted(m for m in ('transformers', 'peft') if m in sys.modules))\n"
     )
@@ -241,7 +241,7 @@ def test_a_planner_that_passed_is_not_loaded_again_until_it_changes(planner_enco
 def test_caption_dropout_trains_the_drawn_items_on_the_trigger_alone(planner_encoded, tmp_path):
     """`train.caption_dropout`: in each epoch the items `caption_dropped` draws train on the
     trigger alone (prompt and metas), the others on their captions; validation keeps them."""
-    from tunesmith.families.ace_step.planner.data import caption_dropped
+    from tunesmith.families.ace_step_planner.data import caption_dropped
     from tunesmith.train.config import ConfigError
 
     frame, models = planner_encoded

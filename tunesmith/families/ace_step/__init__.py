@@ -84,7 +84,7 @@ class AceStep(Family):
         said once)."""
         if run.adapter.target != "planner":
             return {}
-        from tunesmith.families.ace_step.planner.inputs import (
+        from tunesmith.families.ace_step_planner.inputs import (
             checked_planner,
             no_codes_message,
             resolve_planner,
@@ -103,14 +103,14 @@ class AceStep(Family):
         """A planner run's base side is the planner's plan: its fingerprint keys the render."""
         if run.adapter.target != "planner":
             return {}
-        from tunesmith.families.ace_step.planner.inputs import resolve_planner
+        from tunesmith.families.ace_step_planner.inputs import resolve_planner
         from tunesmith.store.fingerprints import model_fingerprint
 
         return {"planner": model_fingerprint(resolve_planner(run, base_model), fingerprint_cache)}
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):
         if run.adapter.target == "planner":
-            from tunesmith.families.ace_step.planner.render import PlannerRenderer
+            from tunesmith.families.ace_step_planner.render import PlannerRenderer
 
             return PlannerRenderer(run, base_model, placement, adapter)
         from tunesmith.families.ace_step.sample import Renderer
@@ -125,11 +125,11 @@ class AceStep(Family):
 
 def _make_trainer(run, base_model, items, run_dir, placement, metadata):
     if run.adapter.target == "planner" and placement.backend == "mlx":
-        from tunesmith.families.ace_step.planner.mlx_trainer import MlxPlannerTrainer
+        from tunesmith.families.ace_step_planner.mlx_trainer import MlxPlannerTrainer
 
         return MlxPlannerTrainer(run, base_model, items, run_dir, placement, metadata)
     if run.adapter.target == "planner":
-        from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
+        from tunesmith.families.ace_step_planner.trainer import PlannerTrainer
 
         return PlannerTrainer(run, base_model, items, run_dir, placement, metadata)
     from tunesmith.families.ace_step.trainer import AceStepTrainer

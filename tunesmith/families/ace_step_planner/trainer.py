@@ -38,16 +38,16 @@ import torch
 from safetensors.torch import load_file
 
 from tunesmith.families.ace_step import data as dit_data
-from tunesmith.families.ace_step.planner import adapter_files
-from tunesmith.families.ace_step.planner.data import build_example, caption_dropped
-from tunesmith.families.ace_step.planner.inputs import (
+from tunesmith.families.ace_step.trainer import epoch_end, schedule_lr
+from tunesmith.families.ace_step_planner import adapter_files
+from tunesmith.families.ace_step_planner.data import build_example, caption_dropped
+from tunesmith.families.ace_step_planner.inputs import (
     no_codes_message,
     resolve_planner,
     rows_with_codes,
 )
-from tunesmith.families.ace_step.planner.model import check_codes, load_planner
-from tunesmith.families.ace_step.planner.torch_lm import TorchPlannerLora
-from tunesmith.families.ace_step.trainer import epoch_end, schedule_lr
+from tunesmith.families.ace_step_planner.model import check_codes, load_planner
+from tunesmith.families.ace_step_planner.torch_lm import TorchPlannerLora
 from tunesmith.train.config import ConfigError
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.optimizers import OptimizerError, OptimizerSettings, build_optimizer
