@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
+# The tiny ACE-Step pipeline and its encoded dataset: the planner trains on their audio codes.
+from tests.families.ace_step.conftest import ace_encoded, ace_pipe  # noqa: F401 (fixtures)
+
 LABELS = {
     "caption": "warm lo-fi hip hop, dusty drums",
     "lyrics": "[Verse]\nwe ride the night\n[Chorus]\nlight the city",
