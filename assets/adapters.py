@@ -60,8 +60,7 @@ def adapters(
         if family is None or not family.backends_for("adapters"):
             skipped.append(Skipped(f"run {run.name}", f"the {run.family} family has no trainer"))
             continue
-        backends = family.backends_for_run("adapters", run)
-        placement = compute.placement("adapters", run.family, backends)
+        placement = compute.placement("adapters", run.family, family.backends_for("adapters"))
         if refused := engine.one_process_only(run, family, placement.backend):
             skipped.append(Skipped(f"run {run.name}", refused))
             continue

@@ -33,7 +33,7 @@ def encoded(
     runs = dataset_runs(folder)
     frames, keys, skipped, results = [], [], [], []
     for family in families.all_families().values():
-        chosen = [r for r in runs if r.family == family.name]
+        chosen = [r for r in runs if families.get(r.family).encoder == family.name]
         usable, missing = _base_models(family, chosen, roots.models)
         skipped += missing
         chosen = [r for r in chosen if base_model_folder(r, roots.models) in usable]

@@ -66,7 +66,7 @@ def _base_fingerprint(run, models, cache) -> str:
     renderer reads for the run (a planner LM)."""
     folder = base_model_folder(run, models)
     fingerprint = model_fingerprint(folder, cache)
-    inputs = families.get(run.family).render_inputs(run, folder, cache)
+    inputs = families.get(run.family).other_models(run, folder, cache)
     return content_key(base=fingerprint, **inputs) if inputs else fingerprint
 
 

@@ -95,9 +95,9 @@ def run_config(planner: Path):
 
     raw = {
         "name": "bench",
-        "family": "ace-step",
+        "family": "ace-step-planner",
         "base_model": "bench",
-        "adapter": {"target": "planner", "planner": str(planner)},
+        "adapter": {"planner": str(planner)},
         "train": {"optimizer": "adamw", "accumulation": 1, "holdout": 1, "epochs": 100},
     }
     return resolve_run(raw, Path("tunesmith.toml"), 0)

@@ -125,9 +125,7 @@ def test_a_run_asking_for_processes_its_trainer_lacks_is_refused_before_any_star
     write(tmp_path, """
 [[runs]]
 name = "plan"
-family = "ace-step"
-[runs.adapter]
-target = "planner"
+family = "ace-step-planner"
 [runs.train]
 devices = 2
 accumulation = 2
@@ -147,13 +145,13 @@ devices = 2
 batch_size = 2
 """)  # fmt: skip
     plan, dit, sdxl = load_runs(tmp_path, "audio")
-    ace = families.get("ace-step")
-    assert one_process_only(plan, ace, "torch") == (
+    planner, ace = families.get("ace-step-planner"), families.get("ace-step")
+    assert one_process_only(plan, planner, "torch") == (
         "the ACE-Step 1.5 planner trainer on torch trains on one process: set train.devices and "
         "train.nodes to 1 (they ask for 2)"
     )
-    assert one_process_only(plan, ace, "mlx") == ""
+    assert one_process_only(plan, planner, "mlx") == ""
     assert one_process_only(dit, ace, "torch") == ""
     assert one_process_only(sdxl, families.get("sdxl"), "torch") == ""
     alone = with_overrides(plan, {"train": {"devices": 1}})
-    assert one_process_only(alone, ace, "torch") == ""
+    assert one_process_only(alone, planner, "torch") == ""

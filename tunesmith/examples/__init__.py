@@ -132,12 +132,11 @@ steps = 8
 # adapter from the same seed and heard without the DiT.
 [[runs]]
 name = "songs-planner"
-family = "ace-step"
+family = "ace-step-planner"
 base_model = "{TINY_ACE_STEP}"
 trigger = "sngz"
 
 [runs.adapter]
-target = "planner"
 planner = "{TINY_PLANNER}"
 
 [runs.train]

@@ -132,10 +132,22 @@ def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
     return resolved
 
 
-def resolve_run(raw: dict[str, Any], path: Path, index: int) -> RunConfig:
+def resolve_run(
+    raw: dict[str, Any], path: Path, index: int, notes: list[str] | None = None
+) -> RunConfig:
+    """One `[[runs]]` table as its family's run, defaults filled in and checked. A table in a
+    form a family reads under another family's name (`ConfigSections.moved`) is read as that
+    family's, and its note is added to `notes`."""
     where = f"{path} [[runs]] #{index + 1}"
     _check_keys(raw, RUN_KEYS, where)
     known = families.all_families()
+    for candidate in known.values():
+        moved = candidate.config.moved(raw) if candidate.config.moved else None
+        if moved:
+            raw, note = moved
+            if notes is not None:
+                notes.append(f"{path}: {note}")
+            break
     family = known.get(raw.get("family", ""))
     if family is None:
         raise ConfigError(

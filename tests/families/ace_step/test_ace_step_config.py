@@ -89,6 +89,6 @@ def test_overrides_and_a_toml_resolve_the_same(tmp_path):
 
 
 def test_listing_the_families_loads_no_model_library():
-    code = ("import sys; from tunesmith import families; families.all_families(); "
+    code = ("import sys; from tunesmith import family; family.all_families(); "
             "assert 'torch' not in sys.modules, 'torch imported'")  # fmt: skip
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[3])
