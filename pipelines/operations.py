@@ -22,7 +22,7 @@ from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.report import read_report
 from tunesmith.store import Store
 from tunesmith.store.atomic import sweep_tree
-from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
+from tunesmith.train.config import ConfigError, base_model_folder, dataset_plan
 
 
 def _select(names: list[str]) -> dict[str, object]:
@@ -77,7 +77,7 @@ def run(names: list[str]) -> int:
 def config_problem(folder: Path) -> str:
     """The dataset's tunesmith.toml problem in one line, or "" when its runs resolve."""
     try:
-        dataset_runs(folder)
+        dataset_plan(folder)
     except ConfigError as exc:
         return str(exc)
     return ""
@@ -91,12 +91,14 @@ def check(names: list[str]) -> int:
     for key, folder in _select(names).items():
         print(f"== {key} ({folder})")
         try:
-            runs = dataset_runs(folder)
+            plan = dataset_plan(folder)
         except ConfigError as exc:
             print(f"  {exc}")
             problems += 1
             continue
-        for run in runs:
+        for note in plan.notes:
+            print(f"  note: {note}")
+        for run in plan.runs:
             base = base_model_folder(run, roots.models)
             try:
                 families.get(run.family).check_base_model(base)
