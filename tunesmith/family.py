@@ -105,6 +105,7 @@ class Family:
     # The family whose `encoded` rows its runs train on ("": its own encoder). The encoded stage
     # hands that family's encoder these runs too, so one base model is encoded once.
     encoded_by: str = ""
+    prompts_heading: str = ""  # the audition page's heading of its demos ("": "Demo prompts")
     config: ConfigSections  # its run sections
 
     def check_base_model(self, folder: Path) -> None:

@@ -50,6 +50,7 @@ class AceStepPlanner(Family):
         moved=settings.moved,
     )
     files_check = "ace_step_planner_files"
+    prompts_heading = "Planner plans: the 5 Hz LM alone (codes → detokenizer → VAE, no DiT)"
     # torch on CUDA, MPS or the CPU (PEFT); MLX through mlx-lm.
     backends = MappingProxyType(
         {"adapters": frozenset({"torch", "mlx"}), "renders": frozenset({"torch"})}
