@@ -301,7 +301,7 @@ def rank_train(extras: dict, placement: Placement, log) -> None:
     run_dir = Path(extras["run_dir"])
     make = families.get(run.family).trainer(placement.backend)
     trainer = make(run, Path(extras["checkpoint"]), items, run_dir, placement, extras["metadata"])
-    if not getattr(trainer, "data_parallel", False):  # a family may pick its trainer by run
+    if not getattr(trainer, "data_parallel", False):  # a launch the adapters stage did not vet
         raise ConfigError(
             f"{run.name}: the {run.family} trainer on {placement.backend} trains on one process; "
             "set train.devices and train.nodes to 1"

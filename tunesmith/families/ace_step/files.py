@@ -177,7 +177,7 @@ def validate_files(path: str | Path) -> dict[str, str]:
         if not (folder / name).is_file():
             raise ValueError(f"{folder}: no {name}; an ACE-Step adapter is a PEFT folder of both")
     document = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-    if document.get("task_type") == "CAUSAL_LM":  # a planner LoRA (target = "planner")
+    if document.get("task_type") == "CAUSAL_LM":  # a planner LoRA (ace-step-planner)
         from tunesmith.families.ace_step_planner.adapter_files import validate_folder
 
         return validate_folder(folder, LINEAGE)

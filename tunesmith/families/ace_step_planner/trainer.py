@@ -1,6 +1,6 @@
 """Training one planner run: a PEFT LoRA on the planner LM, as a trainer of the one loop.
 
-A planner run (`[runs.adapter] target = "planner"`) trains on the audio codes the `encoded`
+A planner run (`family = "ace-step-planner"`) trains on the audio codes the `encoded`
 stage wrote beside each item's latents: per item, ACE-Step's planner prompt (caption and
 lyrics) and the answer it should write (`<think>` metas, one code token per 0.2 s,
 `<|im_end|>`), the prompt masked (`data.py`); in the epochs `train.caption_dropout` draws for
