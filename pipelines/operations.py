@@ -22,7 +22,7 @@ from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.report import read_report
 from tunesmith.store import Store
 from tunesmith.store.atomic import sweep_tree
-from tunesmith.train.config import ConfigError, base_model_folder, dataset_plan
+from tunesmith.train.config import ConfigError, base_model_folder, dataset_plan, load_plan
 
 
 def _select(names: list[str]) -> dict[str, object]:
@@ -75,9 +75,10 @@ def run(names: list[str]) -> int:
 
 
 def config_problem(folder: Path) -> str:
-    """The dataset's tunesmith.toml problem in one line, or "" when its runs resolve."""
+    """The dataset's tunesmith.toml problem in one line, or "" when its runs resolve (a file
+    without runs has none: the default run needs no walk of the folder)."""
     try:
-        dataset_plan(folder)
+        load_plan(folder)
     except ConfigError as exc:
         return str(exc)
     return ""
