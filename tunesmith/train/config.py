@@ -141,9 +141,6 @@ class Plan:
         run = resolve_run({"name": f"{family}-default", "family": family}, Path(), 0)
         return replace(self, runs=(run,), default=False)
 
-    def run(self, name: str) -> RunConfig:
-        return next(r for r in self.runs if r.name == name)
-
     def as_document(self) -> dict[str, Any]:
         """The plan as JSON-ready data: each run with its family, its config and its key."""
         return {

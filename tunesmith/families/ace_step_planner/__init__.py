@@ -7,7 +7,6 @@ VAE for the auditions) and the planner folder as `adapter.planner`; its items ar
 
 config.py          a run's settings: HOT-Step's LM defaults, their checks, the older form
 inputs.py          the planner folder of a run, checked without a model library
-
 tiny.py            a tiny planner (Qwen3ForCausalLM + a tokenizer with the code tokens)
 model.py           a planner folder: checks, loading, its code vocabulary, codes that fit
 data.py            an item's labels and codes as a prompt and a masked answer
