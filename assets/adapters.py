@@ -5,7 +5,6 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import dagster as dg
@@ -21,7 +20,7 @@ from tunesmith import family as families
 from tunesmith.report import Skipped, StageResult, read_report
 from tunesmith.store import content_key, verdicts
 from tunesmith.train import stage as engine
-from tunesmith.train.config import base_model_folder, dataset_runs
+from tunesmith.train.config import base_model_folder, read_plan, run_document
 
 COLUMNS = ["run", "family", "placement", "steps", "steps_per_second", "base_loss",
            "best_loss", "best_step", "best_path", "last_path", "run_dir"]  # fmt: skip
@@ -48,8 +47,8 @@ def adapters(
 ):
     start = time.perf_counter()
     key = context.partition_key
-    folder, roots, out = storage.dataset_folder(key), storage.roots(), storage.dataset_out(key)
-    runs = dataset_runs(folder)
+    roots, out = storage.roots(), storage.dataset_out(key)
+    runs = read_plan(out).runs  # the build's plan (the manifest stage's)
     manifest_version = (
         read_report(out).get("stages", {}).get("manifest", {}).get("data_version", "")
     )
@@ -60,8 +59,7 @@ def adapters(
         if family is None or not family.backends_for("adapters"):
             skipped.append(Skipped(f"run {run.name}", f"the {run.family} family has no trainer"))
             continue
-        backends = family.backends_for_run("adapters", run)
-        placement = compute.placement("adapters", run.family, backends)
+        placement = compute.placement("adapters", run.family, family.backends_for("adapters"))
         if refused := engine.one_process_only(run, family, placement.backend):
             skipped.append(Skipped(f"run {run.name}", refused))
             continue
@@ -78,7 +76,7 @@ def adapters(
             cached += 1
             context.log.info(f"{run.name}: cached ({plan.result_path})")
         else:
-            _train(context, plan, placement, manifest_version, folder)
+            _train(context, plan, placement, manifest_version)
             computed += 1
         result = engine.read_result(plan)
         stopped = result.get("extra", {}).get("stopped", "")
@@ -106,11 +104,11 @@ def adapters(
         yield _check(family, rows, record)
 
 
-def _train(context, plan: engine.RunPlan, placement, manifest_version: str, folder) -> None:
-    """Train one run in a child process; its log streams into this run."""
+def _train(context, plan: engine.RunPlan, placement, manifest_version: str) -> None:
+    """Train one run in a child process; its log streams into this run. The child takes the
+    resolved run as the plan holds it (`run_document`) and resolves nothing again."""
     extras = {
-        "run": _raw_run(plan.run),
-        "config_source": str(folder / "tunesmith.toml"),
+        "run": run_document(plan.run),
         "checkpoint": str(plan.checkpoint),
         "items": json.loads(plan.items.to_json(orient="records")),
         "run_dir": str(plan.run_dir),
@@ -149,14 +147,6 @@ def _exit_detail(exc: Exception) -> str:
         if "return code" in line.lower() or "exit" in line.lower():
             return line.strip()
     return text.splitlines()[0] if text else "no detail"
-
-
-def _raw_run(run) -> dict:
-    raw = asdict(run)
-    raw["adapter"] = {
-        k: (list(v) if isinstance(v, tuple) else v) for k, v in raw["adapter"].items()
-    }
-    return raw
 
 
 def _metadata(rows: list[dict]) -> dict:

@@ -12,7 +12,7 @@ from tunesmith.render import auditions as engine
 from tunesmith.render.curve import loss_curve_png
 from tunesmith.report import read_report, update_report
 from tunesmith.store import verdicts
-from tunesmith.train.config import dataset_runs
+from tunesmith.train.config import read_plan
 
 
 @stage_asset(
@@ -30,7 +30,7 @@ def auditions(
 ) -> dg.Output:
     key = context.partition_key
     out = storage.dataset_out(key)
-    configs = {r.name: r for r in dataset_runs(storage.dataset_folder(key))}
+    configs = {r.name: r for r in read_plan(out).runs}  # the build's plan
     notes = read_report(out).get("stages", {}).get("renders", {}).get("notes", [])
     record = storage.roots().store / verdicts.RECORD
     pages, result = engine.build_auditions(out, key, configs, adapters, renders, notes, record)

@@ -9,7 +9,7 @@ from resources.storage import StorageResource
 from tunesmith import family as families
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import content_key
-from tunesmith.train.config import base_model_folder, dataset_runs
+from tunesmith.train.config import base_model_folder, read_plan
 
 STAGE_VERSION = 1  # the asset's own; each family's encoder versions its cache keys itself
 
@@ -30,10 +30,10 @@ def encoded(
 ) -> dg.Output:
     key = context.partition_key
     folder, roots, store = storage.dataset_folder(key), storage.roots(), storage.store()
-    runs = dataset_runs(folder)
+    runs = read_plan(storage.dataset_out(key)).runs  # the build's plan (the manifest stage's)
     frames, keys, skipped, results = [], [], [], []
     for family in families.all_families().values():
-        chosen = [r for r in runs if r.family == family.name]
+        chosen = [r for r in runs if families.get(r.family).encoder == family.name]
         usable, missing = _base_models(family, chosen, roots.models)
         skipped += missing
         chosen = [r for r in chosen if base_model_folder(r, roots.models) in usable]

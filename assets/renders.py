@@ -12,7 +12,7 @@ from tunesmith import family as families
 from tunesmith.render import demos as engine
 from tunesmith.store import content_key
 from tunesmith.store.fingerprints import model_fingerprint
-from tunesmith.train.config import base_model_folder, dataset_runs
+from tunesmith.train.config import base_model_folder, read_plan
 
 
 @stage_asset(
@@ -30,8 +30,8 @@ def renders(
     adapters: pd.DataFrame,
 ) -> dg.Output:
     key = context.partition_key
-    folder, roots, out = storage.dataset_folder(key), storage.roots(), storage.dataset_out(key)
-    configs = {r.name: r for r in dataset_runs(folder)}
+    roots, out = storage.roots(), storage.dataset_out(key)
+    configs = {r.name: r for r in read_plan(out).runs}  # the build's plan
     runs = [(configs[row["run"]], row) for row in adapters.to_dict("records")]
     cache = roots.store / "fingerprints.json"
     fingerprints = {run.name: _base_fingerprint(run, roots.models, cache) for run, _ in runs}
@@ -66,7 +66,7 @@ def _base_fingerprint(run, models, cache) -> str:
     renderer reads for the run (a planner LM)."""
     folder = base_model_folder(run, models)
     fingerprint = model_fingerprint(folder, cache)
-    inputs = families.get(run.family).render_inputs(run, folder, cache)
+    inputs = families.get(run.family).other_models(run, folder, cache)
     return content_key(base=fingerprint, **inputs) if inputs else fingerprint
 
 

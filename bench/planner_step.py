@@ -58,7 +58,7 @@ def make_planner(folder: Path) -> int:
     """The widened tiny planner in the published layout; its parameter count."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from tunesmith.families.ace_step.planner.tiny import TINY_PLANNER_CONFIG, planner_tokenizer
+    from tunesmith.families.ace_step_planner.tiny import TINY_PLANNER_CONFIG, planner_tokenizer
 
     tokenizer = planner_tokenizer()
     config = Qwen3Config(vocab_size=len(tokenizer), bos_token_id=tokenizer.pad_token_id,
@@ -75,7 +75,7 @@ def songs(work: Path):
     """`SONGS` songs of random codes as the `encoded` stage's rows."""
     import pandas as pd
 
-    from tunesmith.families.ace_step.planner.tiny import CODEBOOK_SIZE
+    from tunesmith.families.ace_step_planner.tiny import CODEBOOK_SIZE
     from tunesmith.store.tensors import write_safetensors
 
     g, rows = torch.Generator().manual_seed(1), []
@@ -95,9 +95,9 @@ def run_config(planner: Path):
 
     raw = {
         "name": "bench",
-        "family": "ace-step",
+        "family": "ace-step-planner",
         "base_model": "bench",
-        "adapter": {"target": "planner", "planner": str(planner)},
+        "adapter": {"planner": str(planner)},
         "train": {"optimizer": "adamw", "accumulation": 1, "holdout": 1, "epochs": 100},
     }
     return resolve_run(raw, Path("tunesmith.toml"), 0)
@@ -106,7 +106,7 @@ def run_config(planner: Path):
 def ours(folder: Path, work: Path, device: str):
     """Our step, ready to run: (step function, trainable parameters)."""
     from tunesmith.backends.placement import Placement
-    from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
+    from tunesmith.families.ace_step_planner.trainer import PlannerTrainer
 
     placement = Placement("torch", device, "float32", "bench")
     trainer = PlannerTrainer(run_config(folder), work, songs(work), work / "run", placement,
@@ -120,7 +120,7 @@ def mlx(folder: Path, work: Path, steps: int, device: str) -> dict:
     import mlx.core as mx
 
     from tunesmith.backends.placement import Placement
-    from tunesmith.families.ace_step.planner.mlx_trainer import MlxPlannerTrainer
+    from tunesmith.families.ace_step_planner.mlx_trainer import MlxPlannerTrainer
 
     where = "gpu" if mx.metal.is_available() else "cpu"
     placement = Placement("mlx", where, "float32", "bench")
@@ -141,8 +141,8 @@ def bare(folder: Path, work: Path, device: str):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tunesmith.families.ace_step.planner.data import build_example
-    from tunesmith.families.ace_step.planner.model import planner_vocab
+    from tunesmith.families.ace_step_planner.data import build_example
+    from tunesmith.families.ace_step_planner.model import planner_vocab
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
     vocab = planner_vocab(tokenizer, folder)

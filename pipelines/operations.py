@@ -22,7 +22,7 @@ from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.report import read_report
 from tunesmith.store import Store
 from tunesmith.store.atomic import sweep_tree
-from tunesmith.train.config import ConfigError, base_model_folder, dataset_runs
+from tunesmith.train.config import ConfigError, base_model_folder, dataset_plan, load_plan
 from tunesmith.train.holdout import on_training_items_note
 
 
@@ -76,9 +76,10 @@ def run(names: list[str]) -> int:
 
 
 def config_problem(folder: Path) -> str:
-    """The dataset's tunesmith.toml problem in one line, or "" when its runs resolve."""
+    """The dataset's tunesmith.toml problem in one line, or "" when its runs resolve (a file
+    without runs has none: the default run needs no walk of the folder)."""
     try:
-        dataset_runs(folder)
+        load_plan(folder)
     except ConfigError as exc:
         return str(exc)
     return ""
@@ -92,12 +93,14 @@ def check(names: list[str]) -> int:
     for key, folder in _select(names).items():
         print(f"== {key} ({folder})")
         try:
-            runs = dataset_runs(folder)
+            plan = dataset_plan(folder)
         except ConfigError as exc:
             print(f"  {exc}")
             problems += 1
             continue
-        for run in runs:
+        for note in plan.notes:
+            print(f"  note: {note}")
+        for run in plan.runs:
             base = base_model_folder(run, roots.models)
             try:
                 families.get(run.family).check_base_model(base)

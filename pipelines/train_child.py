@@ -1,7 +1,9 @@
 """The training process: `python -m pipelines.train_child`, launched by the `adapters` asset
 through Dagster Pipes. Its log lines stream into the Dagster run; a crash or an
 out-of-memory kill fails the asset's step, not the orchestrator. It needs only the small
-`dagster-pipes` package, so the same entry point runs on a separate training machine.
+`dagster-pipes` package, so the same entry point runs on a separate training machine. The run
+comes as the build's plan holds it (`tunesmith.train.config.run_document`), resolved once
+by the build: the process rebuilds it and reads no `tunesmith.toml`.
 
 With `train.devices` × `train.nodes` > 1 this process launches the ranks under torchrun
 (`torch.distributed.run`, in this process) as `python -m pipelines.train_child --rank
@@ -36,7 +38,7 @@ from tunesmith import family as families
 from tunesmith.backends.placement import Placement
 from tunesmith.store.atomic import DiskFull, atomic_write_json
 from tunesmith.train import distributed, loop
-from tunesmith.train.config import ConfigError, resolve_run, world_size
+from tunesmith.train.config import ConfigError, run_from_document, world_size
 from tunesmith.train.state import ResumeError
 from tunesmith.train.trainer import TrainingError
 
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def train(pipes, extras: dict) -> None:
-    run = resolve_run(extras["run"], Path(extras["config_source"]), 0)
+    run = run_from_document(extras["run"])
     if world_size(run.train) > 1:
         launch(extras, 0, pipes.log.info)
         result = json.loads(Path(extras["result_path"]).read_text(encoding="utf-8"))
@@ -121,7 +123,7 @@ def launch(extras: dict, node_rank: int, log) -> None:
     from torch.distributed.run import parse_args
     from torch.distributed.run import run as torchrun
 
-    run = resolve_run(extras["run"], Path(extras["config_source"]), 0)
+    run = run_from_document(extras["run"])
     mlx = extras["placement"]["backend"] == "mlx"
     if mlx and run.train.nodes > 1:
         raise ConfigError(
@@ -294,12 +296,12 @@ def rank_main(launch_path: Path) -> int:
 
 
 def rank_train(extras: dict, placement: Placement, log) -> None:
-    run = resolve_run(extras["run"], Path(extras["config_source"]), 0)
+    run = run_from_document(extras["run"])
     items = pd.DataFrame(extras["items"])
     run_dir = Path(extras["run_dir"])
     make = families.get(run.family).trainer(placement.backend)
     trainer = make(run, Path(extras["checkpoint"]), items, run_dir, placement, extras["metadata"])
-    if not getattr(trainer, "data_parallel", False):  # a family may pick its trainer by run
+    if not getattr(trainer, "data_parallel", False):  # a launch the adapters stage did not vet
         raise ConfigError(
             f"{run.name}: the {run.family} trainer on {placement.backend} trains on one process; "
             "set train.devices and train.nodes to 1"

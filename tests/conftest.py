@@ -135,7 +135,7 @@ def tiny_ace_step(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_planner(tmp_path_factory) -> Path:
     """The tiny ACE-Step planner LM folder (read only)."""
-    from tunesmith.families.ace_step.planner.tiny import make_tiny_planner
+    from tunesmith.families.ace_step_planner.tiny import make_tiny_planner
 
     return make_tiny_planner(tmp_path_factory.mktemp("models") / "tiny-planner", seed=0)
 

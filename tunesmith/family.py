@@ -14,13 +14,15 @@ listing the families costs no model library. What a hook returns:
   returning an object with `frame`, `keys` and `result` (a `StageResult`).
 - `trainer(backend)`: a class whose instances are `tunesmith.train.trainer.Trainer`s, built
   as `cls(run, base_model, items, run_dir, placement, metadata)`.
-- `plan_inputs(run, checkpoint, items, fingerprint_cache)`: what else a run's training reads
-  (a second model's fingerprint), as a dict the run's key covers; {} for none. A ValueError
-  skips the run with its message.
-- `render_inputs(run, base_model, fingerprint_cache)`: the same for the renders (what else
-  the base side is rendered from), {} for none.
+- `other_models(run, base_model, fingerprint_cache, items)`: the models a run reads beside
+  its base model (the planner LM of an `ace-step-planner` run), part → fingerprint; they key
+  its training and its renders; {} for none. Given the run's encoded `items` (the adapters
+  stage), it also says whether the run can train on them. A ValueError skips the run with
+  its message.
 - `renderer(run, base_model, placement, adapter)`: an object with `render(demo, strength)`
   (audio: float [channels, N] and a `sample_rate`; pictures: uint8 [H, W, 3]).
+- `picture_size(run)` (image families): the side in pixels of the square pictures `run`
+  renders.
 - `validate_files(path)`: checks an adapter file (and its twins) as the family's users' tools
   read it; returns the file's metadata (the lineage); raises ValueError.
 
@@ -75,6 +77,9 @@ class ConfigSections:
     # (run) → run: defaults that depend on other settings (an adapter type's own lr), filled
     # in before the checks; None: every default is the dataclasses' own.
     fill: Any = None
+    # (raw [[runs]] table) → (this family's table, a note) for a table written in an older
+    # form under another family's name, else None: such files keep working, with the note.
+    moved: Any = None
 
     def problems(self, run) -> list[str]:
         return list(self.check(run)) if self.check else []
@@ -94,8 +99,13 @@ class Family:
     files_check: str = ""  # the name of the asset check of its adapter files
     backends: Mapping[str, frozenset[str]] = MappingProxyType({})  # stage → its backends
     default_for_media: bool = False  # the family a folder of its media trains without a config
-    data_parallel: bool = False  # its torch trainer trains on several processes (train.devices)
+    data_parallel: bool = False  # its trainers train on several processes (train.devices)
+    one_process: frozenset[str] = frozenset()  # backends whose trainer trains on one process
     shared_batch: str = "batch_size"  # the train key counting the items a step's ranks share
+    # The family whose `encoded` rows its runs train on ("": its own encoder). The encoded stage
+    # hands that family's encoder these runs too, so one base model is encoded once.
+    encoded_by: str = ""
+    prompts_heading: str = ""  # the audition page's heading of its demos ("": "Demo prompts")
     config: ConfigSections  # its run sections
 
     def check_base_model(self, folder: Path) -> None:
@@ -107,18 +117,18 @@ class Family:
     def trainer(self, backend: str) -> type:
         raise NotImplementedError
 
-    def trains_on_ranks(self, run, backend: str) -> bool:
-        """Whether `run`'s trainer on `backend` trains on several processes (`train.devices` ×
-        `train.nodes` > 1); a family whose trainer depends on the run says so per run."""
-        return self.data_parallel
+    def trains_on_ranks(self, backend: str) -> bool:
+        """Whether its trainer on `backend` trains on several processes (`train.devices` ×
+        `train.nodes` > 1)."""
+        return self.data_parallel and backend not in self.one_process
 
-    def plan_inputs(self, run, checkpoint: Path, items, fingerprint_cache=None) -> dict:
-        return {}
-
-    def render_inputs(self, run, base_model: Path, fingerprint_cache=None) -> dict:
+    def other_models(self, run, base_model: Path, fingerprint_cache=None, items=None) -> dict:
         return {}
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):
+        raise NotImplementedError
+
+    def picture_size(self, run) -> int:
         raise NotImplementedError
 
     def validate_files(self, path: str | Path) -> dict[str, str]:
@@ -138,9 +148,10 @@ class Family:
     def backends_for(self, stage: str) -> frozenset[str]:
         return frozenset(self.backends.get(stage, ()))
 
-    def backends_for_run(self, stage: str, run) -> frozenset[str]:
-        """The backends one run of `stage` can be placed on (a family whose runs differ)."""
-        return self.backends_for(stage)
+    @property
+    def encoder(self) -> str:
+        """The name of the family whose encoder encodes this family's runs."""
+        return self.encoded_by or self.name
 
     def __repr__(self) -> str:
         return f"<family {self.name}>"

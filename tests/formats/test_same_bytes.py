@@ -89,7 +89,7 @@ def _ace_step(out: Path) -> None:
 def _planner(out: Path) -> None:
     import torch
 
-    from tunesmith.families.ace_step.planner import adapter_files
+    from tunesmith.families.ace_step_planner import adapter_files
 
     g = torch.Generator().manual_seed(3)
     factors = {}

@@ -35,6 +35,7 @@ def test_a_second_build_with_a_trained_run_of_each_family_computes_nothing(
             "underfit_contract": True,
             "sdxl_files": True,
             "ace_step_files": True,
+            "ace_step_planner_files": True,
         }
         versions = {a.key.to_user_string(): data_version(instance, a.key.to_user_string(), "both")
                     for a in ASSETS}  # fmt: skip

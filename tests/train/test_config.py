@@ -125,9 +125,7 @@ def test_a_run_asking_for_processes_its_trainer_lacks_is_refused_before_any_star
     write(tmp_path, """
 [[runs]]
 name = "plan"
-family = "ace-step"
-[runs.adapter]
-target = "planner"
+family = "ace-step-planner"
 [runs.train]
 devices = 2
 accumulation = 2
@@ -147,13 +145,119 @@ devices = 2
 batch_size = 2
 """)  # fmt: skip
     plan, dit, sdxl = load_runs(tmp_path, "audio")
-    ace = families.get("ace-step")
-    assert one_process_only(plan, ace, "torch") == (
+    planner, ace = families.get("ace-step-planner"), families.get("ace-step")
+    assert one_process_only(plan, planner, "torch") == (
         "the ACE-Step 1.5 planner trainer on torch trains on one process: set train.devices and "
         "train.nodes to 1 (they ask for 2)"
     )
-    assert one_process_only(plan, ace, "mlx") == ""
+    assert one_process_only(plan, planner, "mlx") == ""
     assert one_process_only(dit, ace, "torch") == ""
     assert one_process_only(sdxl, families.get("sdxl"), "torch") == ""
     alone = with_overrides(plan, {"train": {"devices": 1}})
-    assert one_process_only(alone, ace, "torch") == ""
+    assert one_process_only(alone, planner, "torch") == ""
+
+
+# --- the plan: each dataset's runs resolved once, as a document that reads back ------------
+
+OVERRIDDEN = """
+[[runs]]
+name = "loops"
+family = "stable-audio-3"
+trigger = "lpz"
+[runs.adapter]
+type = "lora"
+rank = 4
+include = ["transformer.layers.[0-1]"]
+[runs.train]
+steps = 20
+cap = 1.5
+[[runs.demos]]
+prompt = "{trigger}, a loop"
+seed = 3
+
+[[runs]]
+name = "pictures"
+family = "sdxl"
+[runs.train]
+size = 64
+lr = 1e-3
+
+[[runs]]
+name = "songs"
+family = "ace-step"
+[runs.adapter]
+type = "lokr"
+[runs.train]
+epochs = 3
+genre_ratio = 50
+
+[[runs]]
+name = "plans"
+family = "ace-step-planner"
+[runs.adapter]
+planner = "my-planner"
+[runs.train]
+caption_dropout = 0.25
+"""
+
+
+def test_a_plan_reads_back_from_json_as_equal_runs_for_every_family(tmp_path):
+    import json
+
+    from tunesmith import family as families
+    from tunesmith.train.config import Plan, load_plan, run_key
+
+    defaults = "".join(f'[[runs]]\nname = "{name}"\nfamily = "{name}"\n'
+                       for name in families.all_families())  # fmt: skip
+    for text in (defaults, OVERRIDDEN):
+        plan = load_plan(write(tmp_path, text))
+        again = Plan.from_document(json.loads(json.dumps(plan.as_document())))
+        assert again == plan and len(plan.runs) >= 4
+        assert [run_key(r) for r in again.runs] == [e["key"] for e in plan.as_document()["runs"]]
+    (plan_run,) = [r for r in again.runs if r.family == "ace-step-planner"]
+    assert plan_run.adapter.planner == "my-planner" and plan_run.train.caption_dropout == 0.25
+    (loops,) = [r for r in again.runs if r.name == "loops"]
+    assert loops.adapter.include == ("transformer.layers.[0-1]",) and loops.train.cap == 1.5
+    overridden = with_overrides(loops, {"train": {"steps": 5}})
+    document = Plan((overridden,)).as_document()
+    assert Plan.from_document(json.loads(json.dumps(document))).runs == (overridden,)
+    (default,) = load_plan(tmp_path / "none").with_default("image").runs
+    assert Plan.from_document(Plan((default,)).as_document()).runs == (default,)
+
+
+def test_a_plan_whose_config_does_not_give_its_key_is_refused(tmp_path):
+    from tunesmith.train.config import Plan, load_plan
+
+    document = load_plan(write(tmp_path, OVERRIDDEN)).as_document()
+    document["runs"][0]["config"]["train"]["steps"] = 21
+    with pytest.raises(ConfigError, match="run loops: the plan's config does not give its key"):
+        Plan.from_document(document)
+
+
+def test_a_planner_run_in_the_ace_step_familys_older_form_is_read_with_a_note(tmp_path):
+    """`family = "ace-step"` with `adapter.target = "planner"` (before the planner was a family
+    of its own) is the planner family's run; the DiT keys it carried, unused, are named."""
+    from tunesmith.train.config import load_plan
+
+    write(tmp_path, """
+[[runs]]
+name = "plan"
+family = "ace-step"
+[runs.adapter]
+target = "planner"
+planner = "my-planner"
+attention = "self"
+[runs.train]
+epochs = 5
+crop_frames = 128
+""")  # fmt: skip
+    plan = load_plan(tmp_path)
+    (run,) = plan.runs
+    assert run.family == "ace-step-planner" and run.adapter.planner == "my-planner"
+    assert (run.train.epochs, run.train.lr, run.adapter.scale_alpha) == (5, 1e-4, 32.0)
+    (note,) = plan.notes
+    assert 'read as family = "ace-step-planner"' in note and "run plan" in note
+    assert "adapter.attention, train.crop_frames: left out" in note
+    dit = write(tmp_path, '[[runs]]\nfamily = "ace-step"\n[runs.adapter]\ntarget = "dit"\n')
+    with pytest.raises(ConfigError, match="unknown key\\(s\\) target"):
+        load_plan(dit)

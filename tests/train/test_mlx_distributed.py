@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_file
 
 from pipelines import train_child
-from tests.families.ace_step.planner.test_planner_trainer import (  # noqa: F401 (a fixture)
+from tests.families.ace_step_planner.test_planner_trainer import (  # noqa: F401 (a fixture)
     PLANNER_RUN,
     planner_encoded,
 )
@@ -166,8 +166,8 @@ def test_two_mlx_ranks_train_the_planner_as_one_process(planner_data, tmp_path):
                                     "eval_every": 6, "checkpoint_every": 6}}  # fmt: skip
     run = resolve_run(raw, Path("tunesmith.toml"), 0)
     (tmp_path / "one").mkdir()
-    trainer = families.get("ace-step").trainer("mlx")(run, models / "tiny", frame,
-                                                      tmp_path / "one", MLX, LINEAGE)  # fmt: skip
+    make = families.get("ace-step-planner").trainer("mlx")
+    trainer = make(run, models / "tiny", frame, tmp_path / "one", MLX, LINEAGE)
     assert "4 training songs, 2 steps an epoch" in trainer.start_note, trainer.start_note
     loop.train(trainer, tmp_path / "one", log=lambda _: None, progress=open(os.devnull, "w"))
     two = {**raw, "train": {**raw["train"], "devices": 2}}

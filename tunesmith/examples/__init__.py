@@ -132,12 +132,11 @@ steps = 8
 # adapter from the same seed and heard without the DiT.
 [[runs]]
 name = "songs-planner"
-family = "ace-step"
+family = "ace-step-planner"
 base_model = "{TINY_ACE_STEP}"
 trigger = "sngz"
 
 [runs.adapter]
-target = "planner"
 planner = "{TINY_PLANNER}"
 
 [runs.train]
@@ -194,8 +193,8 @@ def _write(folders: dict[str, Path], models_root: Path | None) -> None:
     make_songs(folders["songs"])
     write_if_changed(folders["songs"] / "tunesmith.toml", SONGS_TOML.encode())
     if models_root is not None:
-        from tunesmith.families.ace_step.planner.tiny import make_tiny_planner
         from tunesmith.families.ace_step.tiny import make_tiny_ace_step
+        from tunesmith.families.ace_step_planner.tiny import make_tiny_planner
         from tunesmith.families.sdxl.tiny import make_tiny_sdxl
         from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 

@@ -89,9 +89,9 @@ def audition_spec(
         if getattr(demo, "lyrics", ""):  # a family whose demos sing
             prompts[-1]["lyrics"] = demo.lyrics
     lineage = _lineage(run.family, trained["best_path"], record)
-    planned = any("plan" in p["base"] for p in prompts)
+    heading = families.get(run.family).prompts_heading
     return {
-        **({"prompts_heading": PLANNER_HEADING} if planned else {}),
+        **({"prompts_heading": heading} if heading else {}),
         "title": f"{run.name} — auditions",
         "run": run.name,
         "family": run.family,
@@ -106,9 +106,6 @@ def audition_spec(
         "lineage": {k: lineage[k] for k in sorted(lineage) if k != "tunesmith.training_config"},
         "notes": list(notes),
     }
-
-
-PLANNER_HEADING = "Planner plans: the 5 Hz LM alone (codes → detokenizer → VAE, no DiT)"
 
 
 def _plan(render: dict, rel) -> dict:

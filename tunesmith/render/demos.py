@@ -4,10 +4,10 @@ Per run and demo, two renders with the same prompt, seed, steps and guidance: th
 (the adapter at strength 0, which is the base bit for bit) and the best adapter at the demo's
 strength. Audio families write a 16-bit WAV, peak-normalised and cut to the demo's duration
 (underfit's demo format), an MP3 beside it where ffmpeg is present (`-q:a 0`) and a
-spectrogram PNG; image families write the picture as a PNG at the run's `size`. Both write a
-JSON sidecar with every setting. Renders are cached in the store under the base model's
-fingerprint, the adapter file's hash, the demo and the placement: an unchanged adapter and
-demo list renders nothing again.
+spectrogram PNG; image families write the picture as a PNG at the size the family renders
+the run at (`Family.picture_size`). Both write a JSON sidecar with every setting. Renders are
+cached in the store under the base model's fingerprint, the adapter file's hash, the demo and
+the placement: an unchanged adapter and demo list renders nothing again.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def build_renders(
         for i, demo in enumerate(run.demos):
             for side in SIDES:
                 strength = 0.0 if side == "base" else demo.strength
-                media = {"size": run.train.size} if render.image else {"mp3": mp3_ok}
+                media = {"size": render.size} if render.image else {"mp3": mp3_ok}
                 key = content_key(
                     stage="renders", version=STAGE_VERSION, family=run.family,
                     base=base_fingerprints[run.name],
@@ -108,7 +108,9 @@ class _RunRenders:
         self.renderer, self.mp3_ok, self.made = renderer, mp3_ok, None
         self.adapter = Path(trained["best_path"])
         self.adapter_sha = sha256_file(self.adapter)
-        self.image = families.get(run.family).media == "image"
+        family = families.get(run.family)
+        self.image = family.media == "image"
+        self.size = family.picture_size(run) if self.image else None
 
     def into(self, tmp: Path, demo, side: str, strength: float) -> None:
         """Render one side of one demo into the store's temporary folder `tmp`."""
@@ -116,7 +118,7 @@ class _RunRenders:
         self.made = self.made or self.renderer(run, self.adapter)
         rendered = self.made.render(demo, strength)
         if self.image:
-            settings = {"width": run.train.size, "height": run.train.size}
+            settings = {"width": self.size, "height": self.size}
         else:
             settings = {"duration": demo.duration}
             if getattr(demo, "lyrics", ""):  # a family whose demos sing

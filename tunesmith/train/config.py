@@ -20,16 +20,24 @@ an error that lists the family's keys. The file's `[dataset]` table belongs to t
 stage. Without `[[runs]]` (or without a `tunesmith.toml`), one run of the family that trains
 the dataset's media by default, with its defaults. One override path: tunesmith.toml →
 Dagster run config → command line; the resolved config is written beside every adapter.
+
+A build resolves the file once, in its first stage, into a `Plan`: each run with its family,
+its resolved config and its key, and the notes resolving gave. The plan travels as a JSON
+document (`Plan.as_document`, `Plan.from_document`) to the later stages and the training
+process, which rebuild the same runs from it without resolving anything again.
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from tunesmith import family as families
+from tunesmith.store import content_key
+from tunesmith.store.atomic import json_bytes, write_if_changed
 
 
 class ConfigError(ValueError):
@@ -111,8 +119,114 @@ def computed(run: RunConfig) -> dict[str, Any]:
     return raw
 
 
-def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
-    """The runs of a dataset: its `tunesmith.toml`, or one default run for its media."""
+PLAN_VERSION = 1  # the plan document's layout
+PLAN_FILE = "plan.json"  # the build's plan, in the dataset's output folder beside report.json
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A dataset's runs resolved once, and the notes resolving them gave (a run written in an
+    older form). `runs` is empty while a file without `[[runs]]` waits for its media
+    (`with_default`)."""
+
+    runs: tuple[RunConfig, ...]
+    notes: tuple[str, ...] = ()
+    default: bool = False  # the file has no [[runs]]: one default run for the dataset's media
+
+    def with_default(self, media_kind: str) -> Plan:
+        """The plan with the default run for `media_kind` where the file names no runs."""
+        if not self.default:
+            return self
+        family = families.for_media(media_kind).name
+        run = resolve_run({"name": f"{family}-default", "family": family}, Path(), 0)
+        return replace(self, runs=(run,), default=False)
+
+    def as_document(self) -> dict[str, Any]:
+        """The plan as JSON-ready data: each run with its family, its config and its key."""
+        return {
+            "version": PLAN_VERSION,
+            "runs": [
+                {"name": r.name, "family": r.family, "key": run_key(r), "config": run_document(r)}
+                for r in self.runs
+            ],
+            "notes": list(self.notes),
+            "default": self.default,
+        }
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> Plan:
+        if document.get("version") != PLAN_VERSION:
+            raise ConfigError(f"a plan of layout {document.get('version')!r}; this tunesmith "
+                              f"reads {PLAN_VERSION}: build the dataset again")  # fmt: skip
+        runs = []
+        for entry in document["runs"]:
+            run = run_from_document(entry["config"])
+            if run_key(run) != entry["key"]:
+                raise ConfigError(f"run {entry['name']}: the plan's config does not give its "
+                                  "key; build the dataset again")  # fmt: skip
+            runs.append(run)
+        return cls(tuple(runs), tuple(document["notes"]), bool(document.get("default")))
+
+
+def write_plan(out: Path, plan: Plan) -> Path:
+    """The plan as `<out>/plan.json` (rewritten only when it changed: an unchanged build keeps
+    its modification time)."""
+    path = out / PLAN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_if_changed(path, json_bytes(plan.as_document()))
+    return path
+
+
+def read_plan(out: Path) -> Plan:
+    """The plan the build's first stage wrote (`write_plan`)."""
+    path = out / PLAN_FILE
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no plan yet; the manifest stage writes it, build the "
+                          "dataset from its first stage") from None  # fmt: skip
+    return Plan.from_document(document)
+
+
+def run_document(run: RunConfig) -> dict[str, Any]:
+    """A resolved run as JSON-ready data (tuples as lists); `run_from_document` reads it."""
+    return _lists(asdict(run))
+
+
+def run_from_document(document: dict[str, Any]) -> RunConfig:
+    """The run `run_document` wrote, rebuilt as its family's sections without resolving it
+    again (no defaults filled, no checks: it was resolved once)."""
+    sections = families.get(document["family"]).config
+    top = {k: v for k, v in document.items() if k not in ("adapter", "train", "demos")}
+    return RunConfig(
+        **top,
+        adapter=sections.adapter(**_tuples(document["adapter"])),
+        train=sections.train(**_tuples(document["train"])),
+        demos=tuple(sections.demo(**_tuples(d)) for d in document["demos"]),
+    )
+
+
+def run_key(run: RunConfig) -> str:
+    """The content key of a resolved run: its family and every setting."""
+    return content_key(run=run_document(run))
+
+
+def _lists(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_lists(v) for v in value]
+    return value
+
+
+def _tuples(table: dict[str, Any]) -> dict[str, Any]:
+    """A section's values with its lists as tuples, as `_section` freezes them."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+
+
+def load_plan(folder: Path) -> Plan:
+    """The dataset's `tunesmith.toml` resolved once: every error is found here. Without
+    `[[runs]]` the plan waits for the dataset's media (`Plan.with_default`)."""
     path = folder / "tunesmith.toml"
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -120,22 +234,39 @@ def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
     _check_keys(document, {"runs", "dataset"}, str(path))  # [dataset]: tunesmith.dataset.settings
     if "runs" not in document:
-        family = families.for_media(media_kind).name
-        return [resolve_run({"name": f"{family}-default", "family": family}, path, 0)]
+        return Plan((), default=True)
     runs = document.get("runs", [])
     if not isinstance(runs, list) or not runs:
         raise ConfigError(f"{path}: expected one or more [[runs]] tables")
-    resolved = [resolve_run(run, path, i) for i, run in enumerate(runs)]
+    notes: list[str] = []
+    resolved = [resolve_run(run, path, i, notes) for i, run in enumerate(runs)]
     names = [r.name for r in resolved]
     if len(set(names)) != len(names):
         raise ConfigError(f"{path}: run names must differ, got {names}")
-    return resolved
+    return Plan(tuple(resolved), tuple(notes))
 
 
-def resolve_run(raw: dict[str, Any], path: Path, index: int) -> RunConfig:
+def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
+    """The runs of a dataset: its `tunesmith.toml`, or one default run for its media."""
+    return list(load_plan(folder).with_default(media_kind).runs)
+
+
+def resolve_run(
+    raw: dict[str, Any], path: Path, index: int, notes: list[str] | None = None
+) -> RunConfig:
+    """One `[[runs]]` table as its family's run, defaults filled in and checked. A table in a
+    form a family reads under another family's name (`ConfigSections.moved`) is read as that
+    family's, and its note is added to `notes`."""
     where = f"{path} [[runs]] #{index + 1}"
     _check_keys(raw, RUN_KEYS, where)
     known = families.all_families()
+    for candidate in known.values():
+        moved = candidate.config.moved(raw) if candidate.config.moved else None
+        if moved:
+            raw, note = moved
+            if notes is not None:
+                notes.append(f"{path}: {note}")
+            break
     family = known.get(raw.get("family", ""))
     if family is None:
         raise ConfigError(
@@ -277,9 +408,13 @@ def media_kind(kinds: list[str]) -> str:
     return "audio" if "audio" in kinds else "image"
 
 
-def dataset_runs(folder: Path) -> list[RunConfig]:
-    """`load_runs` with the media kind read from the folder's file names."""
+def dataset_plan(folder: Path) -> Plan:
+    """`load_plan` with the media kind read from the folder's file names (for the commands
+    that check a dataset without building it; a build takes the kinds from its manifest)."""
     from tunesmith.dataset.manifest import kind_of  # here: the manifest module loads pandas
 
+    plan = load_plan(folder)
+    if not plan.default:
+        return plan
     kinds = [kind_of(p) for p in folder.rglob("*") if not p.name.startswith(".")]
-    return load_runs(folder, media_kind(kinds))
+    return plan.with_default(media_kind(kinds))

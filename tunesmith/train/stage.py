@@ -75,18 +75,17 @@ def plan(
     placement: Placement,
     fingerprint_cache: Path,
 ) -> RunPlan:
+    family = families.get(run.family)
     mine = encoded["model"] == checkpoint.name
-    if "family" in encoded:
-        mine &= encoded["family"] == run.family
+    if "family" in encoded:  # the rows of the family that encodes this one's runs
+        mine &= encoded["family"] == family.encoder
     if "run" in encoded:  # a family whose rows depend on the run names it; others leave it empty
         mine &= encoded["run"].isna() | (encoded["run"] == run.name)
     if not mine.any():
         raise ValueError(f"run {run.name!r}: nothing was encoded for {checkpoint}")
     items = encoded[mine].dropna(axis=1, how="all").sort_values("path")  # this family's columns
     fingerprint = model_fingerprint(checkpoint, fingerprint_cache)
-    inputs = families.get(run.family).plan_inputs(
-        run, checkpoint, items, fingerprint_cache
-    )  # ValueError: skip
+    inputs = family.other_models(run, checkpoint, fingerprint_cache, items)  # ValueError: skip
     # The step count and the demos do not change what is trained up to a step.
     without_steps = replace(run, train=replace(run.train, steps=0), demos=())
     key = content_key(
@@ -94,9 +93,7 @@ def plan(
         version=STAGE_VERSION,
         family=run.family,
         run=computed(without_steps),
-        items=[
-            [r[k] for k in families.get(run.family).item_keys] for r in items.to_dict("records")
-        ],
+        items=[[r[k] for k in family.item_keys] for r in items.to_dict("records")],
         base=fingerprint,
         placement=placement.as_dict(),
         **({"inputs": inputs} if inputs else {}),
@@ -124,11 +121,10 @@ def one_process_only(run: RunConfig, family, backend: str) -> str:
     """Why `run` cannot train on the processes it asks for on `backend`; "" when it can. The
     adapters stage skips such a run before any process starts."""
     world = world_size(run.train)
-    if world > 1 and not family.trains_on_ranks(run, backend):
-        part = getattr(run.adapter, "target", "")  # ACE-Step: the DiT or the planner
+    if world > 1 and not family.trains_on_ranks(backend):
         return (
-            f"the {family.title} {part + ' ' if part else ''}trainer on {backend} trains on one "
-            f"process: set train.devices and train.nodes to 1 (they ask for {world})"
+            f"the {family.title} trainer on {backend} trains on one process: set train.devices "
+            f"and train.nodes to 1 (they ask for {world})"
         )
     return ""
 

@@ -29,7 +29,7 @@ def test_the_songs_example_trains_renders_and_auditions(storage, instance, tiny_
     (folder / "tunesmith.toml").write_text(SONGS_TOML)
     md = materialize(instance, storage, "songs")
     assert md["encoded"]["computed"] == 4 and md["adapters"]["computed"] == 2
-    assert md["checks"]["ace_step_files"] is True
+    assert md["checks"]["ace_step_files"] is True and md["checks"]["ace_step_planner_files"]
     out = Path(storage.out_root) / "songs"
     report = json.loads((out / "report.json").read_text())
     run, planner = report["stages"]["adapters"]["runs"]

@@ -14,9 +14,10 @@ data.py      training items, crops, the epoch order, the fixed validation draws
 trainer.py   one run as a trainer of the one loop: adapters, optimizer, schedule, state
 files.py     the PEFT folder (and LoKr's LyCORIS twin) every tool loads; its check
 sample.py    renders and training samples through AceStepPipeline
-planner/     the planner LM's pieces
 
-The conventions and their sources: docs/conventions/ace-step.md.
+The planner LM is the `ace-step-planner` family (`tunesmith/families/ace_step_planner/`); its
+runs train on this family's encoded rows. The conventions and their sources:
+docs/conventions/ace-step.md.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class AceStep(Family):
         fill=settings.fill,
     )
     files_check = "ace_step_files"
-    # torch on CUDA, MPS or the CPU; a planner run also trains on MLX (backends_for_run).
+    # torch on CUDA, MPS or the CPU.
     backends = MappingProxyType(
         {
             "encoded": frozenset({"torch"}),
@@ -65,55 +66,12 @@ class AceStep(Family):
 
         return encode(request, Songs)
 
-    def backends_for_run(self, stage: str, run) -> frozenset[str]:
-        """A planner run trains on torch or MLX (mlx-lm); the DiT on torch only."""
-        if stage == "adapters" and run.adapter.target == "planner":
-            return frozenset({"torch", "mlx"})
-        return self.backends_for(stage)
-
     def trainer(self, backend: str):
-        return _make_trainer  # the DiT's or the planner's, by the run's adapter.target
+        from tunesmith.families.ace_step.trainer import AceStepTrainer
 
-    def trains_on_ranks(self, run, backend: str) -> bool:
-        """The DiT's trainer shares a step over ranks, and so does the planner's on MLX; the
-        planner's torch trainer trains on one process."""
-        return not (run.adapter.target == "planner" and backend == "torch")
-
-    def plan_inputs(self, run, checkpoint: Path, items, fingerprint_cache=None) -> dict:
-        """A planner run's planner folder fingerprint (it keys the run); ValueError when the
-        folder is missing or not a planner, or no item has audio codes (the run is skipped,
-        said once)."""
-        if run.adapter.target != "planner":
-            return {}
-        from tunesmith.families.ace_step.planner.inputs import (
-            checked_planner,
-            no_codes_message,
-            resolve_planner,
-            rows_with_codes,
-        )
-
-        folder = resolve_planner(run, checkpoint)
-        fingerprint = checked_planner(folder, fingerprint_cache)
-        rows = items.to_dict("records")
-        usable, _ = rows_with_codes(rows)
-        if not usable:
-            raise ValueError(no_codes_message(run.name, len(rows), len(rows)))
-        return {"planner": fingerprint}
-
-    def render_inputs(self, run, base_model: Path, fingerprint_cache=None) -> dict:
-        """A planner run's base side is the planner's plan: its fingerprint keys the render."""
-        if run.adapter.target != "planner":
-            return {}
-        from tunesmith.families.ace_step.planner.inputs import resolve_planner
-        from tunesmith.store.fingerprints import model_fingerprint
-
-        return {"planner": model_fingerprint(resolve_planner(run, base_model), fingerprint_cache)}
+        return AceStepTrainer
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):
-        if run.adapter.target == "planner":
-            from tunesmith.families.ace_step.planner.render import PlannerRenderer
-
-            return PlannerRenderer(run, base_model, placement, adapter)
         from tunesmith.families.ace_step.sample import Renderer
 
         return Renderer(base_model, placement, adapter)
@@ -122,20 +80,6 @@ class AceStep(Family):
         from tunesmith.families.ace_step.files import validate_files
 
         return validate_files(path)
-
-
-def _make_trainer(run, base_model, items, run_dir, placement, metadata):
-    if run.adapter.target == "planner" and placement.backend == "mlx":
-        from tunesmith.families.ace_step.planner.mlx_trainer import MlxPlannerTrainer
-
-        return MlxPlannerTrainer(run, base_model, items, run_dir, placement, metadata)
-    if run.adapter.target == "planner":
-        from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
-
-        return PlannerTrainer(run, base_model, items, run_dir, placement, metadata)
-    from tunesmith.families.ace_step.trainer import AceStepTrainer
-
-    return AceStepTrainer(run, base_model, items, run_dir, placement, metadata)
 
 
 FAMILY = AceStep()

@@ -4,9 +4,7 @@ HOT-Step's defaults differ by adapter type, so a setting left out of `tunesmith.
 type's value (`fill`): LoRA rank 128, alpha 256, lr 5e-4, 400 epochs; LoKr dim 512, alpha 512,
 factor 6, lr 2e-3, 250 epochs and a target loss of 0.6. Both accumulate 4 micro-batches of one
 crop, clip the global gradient norm at 1.0, run Muon beside AdamW and the warmup-cosine schedule.
-A run with `adapter.target = "planner"` trains the planner LM instead (`adapter.planner` names
-its folder) on HOT-Step's LM defaults: LoRA rank 16, alpha 32, lr 1e-4, accumulation 2 (one
-item a micro-batch), 75 epochs and a target loss of 4.0; clip, optimizer and schedule as above.
+The planner LM is trained by a family of its own (`tunesmith.families.ace_step_planner`).
 
 How the epochs become the loop's steps: an epoch is one shuffled pass over the training items,
 one crop each, in micro-batches of one crop; an optimizer step is `accumulation` micro-batches
@@ -26,8 +24,6 @@ from tunesmith.families.ace_step.text import LANGUAGES, TAG_POSITIONS
 from tunesmith.train.config import AdapterConfig, DemoConfig, TrainConfig
 
 ADAPTER_TYPES = ("lora", "lokr")
-TARGETS = ("dit", "planner")  # what a run adapts: the DiT, or the planner LM (5 Hz LM)
-PLANNER = "acestep-5Hz-lm-1.7B"  # the planner a planner run trains when it names none
 ATTENTION = ("both", "self", "cross")  # Side-Step's attention_type
 LOSS_WEIGHTINGS = ("none", "flow_snr", "min_snr")  # Side-Step's loss_weighting choices
 UNREADABLE_LYRICS = ("skip", "instrumental")
@@ -44,11 +40,6 @@ TYPE_DEFAULTS = {
              "target_loss": 0.6, "loss_weighting": "none"},
 }  # fmt: skip
 ACCUMULATION = 4  # HOT-Step's grad accumulation for both types (micro-batches)
-# HOT-Step's planner (LM) defaults: a LoRA of rank 16, alpha 32 on every attention and MLP
-# projection (its LmExportMeta; Side-Step's train_lm.py has the same), lr 1e-4, accumulation
-# 2, 75 epochs and a target loss of 4.0 on the moving average of the token cross-entropy.
-PLANNER_DEFAULTS = {"rank": 16, "alpha_per_rank": 2.0, "lr": 1e-4, "epochs": 75,
-                    "target_loss": 4.0, "loss_weighting": "none", "accumulation": 2}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -59,8 +50,6 @@ class AceStepAdapter(AdapterConfig):
     factor: int = 6  # LoKr's Kronecker factor (HOT-Step); -1: PEFT's automatic split
     attention: str = "both"  # Side-Step's attention_type: self, cross or both attentions
     target_mlp: bool = True  # HOT-Step: the MLP projections too (gate, up, down)
-    target: str = "dit"  # "planner": a LoRA on the planner LM instead (HOT-Step's LM training)
-    planner: str = PLANNER  # the planner folder; relative: beside the base model, else in it
 
 
 @dataclass(frozen=True)
@@ -68,7 +57,7 @@ class AceStepTrain(TrainConfig):
     steps: int | None = None  # None: the whole epoch horizon (module docstring)
     epochs: int | None = None  # the schedule's horizon; None: 400 LoRA / 250 LoKr (HOT-Step)
     lr: float | None = None  # None: 5e-4 LoRA / 2e-3 LoKr (HOT-Step)
-    accumulation: int | None = None  # micro-batches an optimizer step; None: 4 DiT, 2 planner
+    accumulation: int | None = None  # micro-batches an optimizer step; None: 4 (HOT-Step)
     batch_size: int = 1  # crops a micro-batch (HOT-Step's default; only 1, see problems)
     grad_clip: float = 1.0  # global-norm clip (HOT-Step, Side-Step)
     warmup: float = 0.05  # share of the horizon in linear warmup from lr 0 (HOT-Step)
@@ -81,9 +70,6 @@ class AceStepTrain(TrainConfig):
     snr_gamma: float = 5.0  # the weights' clamp (Side-Step's snr_gamma)
     t_bias: float = 0.5  # flow_snr's (1 - t)^bias emphasis of low noise (Side-Step)
     cfg_dropout: float = 0.15  # share of crops trained on the null condition (Side-Step)
-    # Planner runs: the share of items an epoch trained on the trigger alone instead of their
-    # captions (HOT-Step's LM caption dropout; kohya's caption_dropout_rate defaults to 0 too).
-    caption_dropout: float = 0.0
     timestep_mu: float | None = None  # None: the model's config, else ACE-Step 1.5's -0.4
     timestep_sigma: float | None = None  # None: the model's config, else ACE-Step 1.5's 1.0
     crop_frames: int = 750  # latent frames a crop (30 s; HOT-Step's measured crop)
@@ -122,8 +108,6 @@ def fill(run):
     a, t = run.adapter, run.train
     # An unknown type takes LoRA's numbers, so the checks run and `problems` names the type.
     defaults = TYPE_DEFAULTS.get(a.type, TYPE_DEFAULTS["lora"])
-    if a.target == "planner":
-        defaults = PLANNER_DEFAULTS
     rank = a.rank if a.rank is not None else defaults["rank"]
     alpha = a.alpha
     if alpha is None and isinstance(rank, int | float):
@@ -135,9 +119,7 @@ def fill(run):
         epochs=t.epochs if t.epochs is not None else defaults["epochs"],
         target_loss=t.target_loss if t.target_loss is not None else defaults["target_loss"],
         loss_weighting=t.loss_weighting or defaults["loss_weighting"],
-        accumulation=t.accumulation
-        if t.accumulation is not None
-        else defaults.get("accumulation", ACCUMULATION),
+        accumulation=t.accumulation if t.accumulation is not None else ACCUMULATION,
     )
     return replace(run, adapter=adapter, train=train)
 
@@ -145,20 +127,6 @@ def fill(run):
 def problems(run) -> list[str]:
     a, t = run.adapter, run.train
     found = []
-    if a.target not in TARGETS:
-        found.append(f"adapter.target must be one of {', '.join(TARGETS)}, got {a.target!r}")
-    if a.target == "planner" and a.type != "lora":
-        found.append(f"adapter.type must be lora for a planner run (HOT-Step trains the planner "
-                     f"with a LoRA), got {a.type!r}")  # fmt: skip
-    if a.target == "planner" and not str(a.planner or "").strip():
-        found.append("adapter.planner must name the planner folder (acestep-5Hz-lm-*)")
-    if a.target != "planner" and a.planner != PLANNER:  # else it would change the run's key
-        found.append(f"adapter.planner names the planner of a planner run (adapter.target = "
-                     f"\"planner\"); a DiT run does not use it, got {a.planner!r}")  # fmt: skip
-    if a.target != "planner" and t.caption_dropout:
-        found.append("train.caption_dropout applies to planner runs (adapter.target = "
-                     "\"planner\"); the DiT learns without its conditioning through "
-                     "train.cfg_dropout")  # fmt: skip
     if a.type not in ADAPTER_TYPES:
         found.append(f"adapter.type must be one of {', '.join(ADAPTER_TYPES)}, got {a.type!r}")
     if a.attention not in ATTENTION:
@@ -180,22 +148,40 @@ def problems(run) -> list[str]:
 
 
 def _train_problems(t) -> list[str]:
-    found = []
-    for key in ("epochs", "accumulation", "muon_min_dim", "crop_frames"):
-        value = getattr(t, key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            found.append(f"train.{key} must be an integer ≥ 1, got {value!r}")
+    found = shared_train_problems(t)
+    value = t.crop_frames
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        found.append(f"train.crop_frames must be an integer ≥ 1, got {value!r}")
     if t.batch_size != 1:
         found.append(
             "train.batch_size must be 1 for ace-step (HOT-Step's default): diffusers' ACE-Step "
             "DiT attends to every conditioning token, so crops of different songs cannot share "
             "a micro-batch; use train.accumulation for more crops an update"
         )
-    if t.optimizer not in OPTIMIZERS:
-        found.append(f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, got {t.optimizer!r}")
     if t.loss_weighting not in LOSS_WEIGHTINGS:
         found.append(f"train.loss_weighting must be one of {', '.join(LOSS_WEIGHTINGS)}, got "
                      f"{t.loss_weighting!r}")  # fmt: skip
+    value = t.cfg_dropout
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 0.999999:
+        found.append(f"train.cfg_dropout must be in [0, 1), got {value!r}")
+    if not t.snr_gamma > 0:
+        found.append(f"train.snr_gamma must be > 0, got {t.snr_gamma!r}")
+    if t.timestep_sigma is not None and not t.timestep_sigma > 0:
+        found.append(f"train.timestep_sigma must be > 0, got {t.timestep_sigma!r}")
+    return found
+
+
+def shared_train_problems(t) -> list[str]:
+    """The checks of the settings both ACE-Step trainers have, the DiT's and the planner's
+    (`tunesmith.families.ace_step_planner.config`): the horizon, the optimizer and schedule,
+    and how an item's texts are made."""
+    found = []
+    for key in ("epochs", "accumulation", "muon_min_dim"):
+        value = getattr(t, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            found.append(f"train.{key} must be an integer ≥ 1, got {value!r}")
+    if t.optimizer not in OPTIMIZERS:
+        found.append(f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, got {t.optimizer!r}")
     if t.tag_position is not None and t.tag_position not in TAG_POSITIONS:
         found.append(f"train.tag_position must be one of {', '.join(TAG_POSITIONS)}, got "
                      f"{t.tag_position!r}")  # fmt: skip
@@ -206,19 +192,16 @@ def _train_problems(t) -> list[str]:
     if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, int)
                               or not 0 <= ratio <= 100):  # fmt: skip
         found.append(f"train.genre_ratio must be a whole percent from 0 to 100, got {ratio!r}")
-    for key in ("cfg_dropout", "caption_dropout", "warmup", "lr_floor"):
-        closed = key in ("lr_floor", "caption_dropout")
+    for key in ("warmup", "lr_floor"):
+        closed = key == "lr_floor"
         value, top = getattr(t, key), 1.0 if closed else 0.999999
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= top:
             interval = "[0, 1]" if closed else "[0, 1)"
             found.append(f"train.{key} must be in {interval}, got {value!r}")
-    for key in ("muon_lr_scale", "snr_gamma"):
-        if not getattr(t, key) > 0:
-            found.append(f"train.{key} must be > 0, got {getattr(t, key)!r}")
+    if not t.muon_lr_scale > 0:
+        found.append(f"train.muon_lr_scale must be > 0, got {t.muon_lr_scale!r}")
     if t.target_loss is not None and t.target_loss < 0:
         found.append(f"train.target_loss must be ≥ 0 (0: off), got {t.target_loss!r}")
-    if t.timestep_sigma is not None and not t.timestep_sigma > 0:
-        found.append(f"train.timestep_sigma must be > 0, got {t.timestep_sigma!r}")
     return found
 
 

@@ -73,8 +73,6 @@ def diffusers_name(name: str) -> str:
     return name
 
 
-
-
 def write_adapter(path: Path, transformer, run, trigger: tuple[str, str], metadata: dict) -> Path:
     """Write the run's adapter (LoRA or LoKr on `transformer`) as the folder of `path`."""
     a = run.adapter
@@ -135,8 +133,8 @@ def validate_files(path: str | Path) -> dict[str, str]:
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     config = peft_format.read_config(folder, (peft.LoraConfig, peft.LoKrConfig))
-    if config.task_type == "CAUSAL_LM":  # a planner LoRA (target = "planner")
-        from tunesmith.families.ace_step.planner.adapter_files import validate_folder
+    if config.task_type == "CAUSAL_LM":  # a planner LoRA (ace-step-planner)
+        from tunesmith.families.ace_step_planner.adapter_files import validate_folder
 
         return validate_folder(folder, LINEAGE)
     lokr = isinstance(config, peft.LoKrConfig)

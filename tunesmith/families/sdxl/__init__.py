@@ -61,6 +61,9 @@ class Sdxl(Family):
 
         return Renderer(base_model, placement, run.train.size, adapter)
 
+    def picture_size(self, run) -> int:
+        return run.train.size  # renders at the size it trains at
+
     def validate_files(self, path) -> dict[str, str]:
         from tunesmith.families.sdxl.files import validate_files
 

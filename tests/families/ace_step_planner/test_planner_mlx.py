@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from tests.families.ace_step.planner.conftest import nonzero_b
-from tunesmith.families.ace_step.planner.adapter_files import read_metadata
-from tunesmith.families.ace_step.planner.mlx_lm_backend import MlxPlannerLora
-from tunesmith.families.ace_step.planner.model import load_planner
-from tunesmith.families.ace_step.planner.torch_lm import TorchPlannerLora
+from tests.families.ace_step_planner.conftest import nonzero_b
+from tunesmith.families.ace_step_planner.adapter_files import read_metadata
+from tunesmith.families.ace_step_planner.mlx_lm_backend import MlxPlannerLora
+from tunesmith.families.ace_step_planner.model import load_planner
+from tunesmith.families.ace_step_planner.torch_lm import TorchPlannerLora
 
 K_STEPS = 5
 LR = 1e-2  # large enough that five steps move the loss; the parity is what is tested

@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from tunesmith.families.ace_step.planner import adapter_files
-from tunesmith.families.ace_step.planner.adapter_files import TARGET_MODULES, LoraFactors
-from tunesmith.families.ace_step.planner.data import IGNORE, PlannerExample
-from tunesmith.families.ace_step.planner.model import Planner
+from tunesmith.families.ace_step_planner import adapter_files
+from tunesmith.families.ace_step_planner.adapter_files import TARGET_MODULES, LoraFactors
+from tunesmith.families.ace_step_planner.data import IGNORE, PlannerExample
+from tunesmith.families.ace_step_planner.model import Planner
 
 RANK = 16  # HOT-Step's and Side-Step's planner LoRA rank
 ALPHA = 32  # HOT-Step's and Side-Step's planner LoRA alpha (scale alpha / r = 2)

@@ -20,19 +20,19 @@ from pathlib import Path
 import numpy as np
 
 from tunesmith.families.ace_step.model import SAMPLE_RATE, load_pipeline
-from tunesmith.families.ace_step.planner import adapter_files
-from tunesmith.families.ace_step.planner.audition import (
+from tunesmith.families.ace_step.text import INSTRUMENTAL
+from tunesmith.families.ace_step_planner import adapter_files
+from tunesmith.families.ace_step_planner.audition import (
     Demo,
     decode_codes,
     plan,
     render_codes,
     seconds,
 )
-from tunesmith.families.ace_step.planner.inputs import resolve_planner
-from tunesmith.families.ace_step.planner.model import load_planner
-from tunesmith.families.ace_step.planner.torch_lm import TorchPlannerLora
-from tunesmith.families.ace_step.planner.trainer import DTYPES
-from tunesmith.families.ace_step.text import INSTRUMENTAL
+from tunesmith.families.ace_step_planner.inputs import resolve_planner
+from tunesmith.families.ace_step_planner.model import load_planner
+from tunesmith.families.ace_step_planner.torch_lm import TorchPlannerLora
+from tunesmith.families.ace_step_planner.trainer import DTYPES
 
 
 class PlannerRenderer:

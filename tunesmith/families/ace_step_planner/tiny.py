@@ -24,9 +24,9 @@ from pathlib import Path
 
 import torch
 
-from tunesmith.families.ace_step.planner.chat_template import QWEN3_CHAT_TEMPLATE
-from tunesmith.families.ace_step.planner.model import CODE_TOKEN, check_planner
 from tunesmith.families.ace_step.tiny import TINY_ACE_STEP_CONFIG, _byte_alphabet
+from tunesmith.families.ace_step_planner.chat_template import QWEN3_CHAT_TEMPLATE
+from tunesmith.families.ace_step_planner.model import CODE_TOKEN, check_planner
 from tunesmith.families.tiny import write_tiny
 
 FORMAT = 1  # bump when the builder changes what it writes for the same config and seed

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tunesmith.families.ace_step.planner import adapter_files
-from tunesmith.families.ace_step.planner.adapter_files import MLX_KEYS, LoraFactors
-from tunesmith.families.ace_step.planner.data import PlannerExample
-from tunesmith.families.ace_step.planner.torch_lm import ALPHA, RANK
+from tunesmith.families.ace_step_planner import adapter_files
+from tunesmith.families.ace_step_planner.adapter_files import MLX_KEYS, LoraFactors
+from tunesmith.families.ace_step_planner.data import PlannerExample
+from tunesmith.families.ace_step_planner.torch_lm import ALPHA, RANK
 
 
 class MlxPlannerLora:

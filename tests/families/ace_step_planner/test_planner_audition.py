@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from tests.families.ace_step.planner.conftest import nonzero_b
+from tests.families.ace_step_planner.conftest import nonzero_b
 from tunesmith.families.ace_step.model import codes_text
-from tunesmith.families.ace_step.planner import audition
-from tunesmith.families.ace_step.planner.model import load_planner
-from tunesmith.families.ace_step.planner.torch_lm import TorchPlannerLora
+from tunesmith.families.ace_step_planner import audition
+from tunesmith.families.ace_step_planner.model import load_planner
+from tunesmith.families.ace_step_planner.torch_lm import TorchPlannerLora
 
 DEMO = audition.Demo("zqx, warm lo-fi", lyrics="[Verse]\nhello night", duration=12.0, seed=5)
 TOKENS = 60  # the tiny planner's plans are short; ACE-Step's budget would be 560

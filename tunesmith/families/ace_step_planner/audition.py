@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 import torch
 
 from tunesmith.families.ace_step.model import codes_text
-from tunesmith.families.ace_step.planner.data import CODES_PER_SECOND, prompt_text
-from tunesmith.families.ace_step.planner.model import PlannerVocab
+from tunesmith.families.ace_step_planner.data import CODES_PER_SECOND, prompt_text
+from tunesmith.families.ace_step_planner.model import PlannerVocab
 
 
 @dataclass(frozen=True)

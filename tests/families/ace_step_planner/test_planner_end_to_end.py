@@ -23,11 +23,10 @@ TOML = f"""\
 default_language = "en"
 [[runs]]
 name = "plan"
-family = "ace-step"
+family = "ace-step-planner"
 base_model = "{TINY_ACE_STEP}"
 trigger = "zqx"
 [runs.adapter]
-target = "planner"
 planner = "{TINY_PLANNER}"
 [runs.train]
 lr = 1e-2
@@ -51,7 +50,7 @@ def test_a_planner_run_trains_renders_and_auditions(storage, instance, tiny_ace_
     folder = write_dataset(Path(storage.datasets_root) / "plans", count=5)
     (folder / "tunesmith.toml").write_text(TOML)
     md = materialize(instance, storage, "plans")
-    assert md["adapters"]["computed"] == 1 and md["checks"]["ace_step_files"] is True
+    assert md["adapters"]["computed"] == 1 and md["checks"]["ace_step_planner_files"] is True
     out = Path(storage.out_root) / "plans"
     report = json.loads((out / "report.json").read_text())
     [run] = report["stages"]["adapters"]["runs"]
@@ -91,7 +90,7 @@ def test_a_planner_run_placed_on_mlx_trains_with_mlx_lm(storage, instance, tiny_
     folder = write_dataset(Path(storage.datasets_root) / "plans", count=5)
     (folder / "tunesmith.toml").write_text(TOML)
     md = materialize(instance, storage, "plans")
-    assert md["adapters"]["computed"] == 1 and md["checks"]["ace_step_files"] is True
+    assert md["adapters"]["computed"] == 1 and md["checks"]["ace_step_planner_files"] is True
     report = json.loads((Path(storage.out_root) / "plans" / "report.json").read_text())
     [run] = report["stages"]["adapters"]["runs"]
     assert run["placement"].startswith("mlx/") and run["best_loss"] < run["base_loss"]

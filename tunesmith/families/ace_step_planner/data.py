@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import torch
 
-from tunesmith.families.ace_step.planner.model import PlannerVocab
 from tunesmith.families.ace_step.text import INSTRUMENTAL, apply_trigger
+from tunesmith.families.ace_step_planner.model import PlannerVocab
 
 LM_INSTRUCTION = "Generate audio semantic tokens based on the given conditions:"  # constants.py
 IGNORE = -100  # the label of a prompt token: cross-entropy skips it (torch's ignore_index)

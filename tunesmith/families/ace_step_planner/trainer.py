@@ -1,6 +1,6 @@
 """Training one planner run: a PEFT LoRA on the planner LM, as a trainer of the one loop.
 
-A planner run (`[runs.adapter] target = "planner"`) trains on the audio codes the `encoded`
+A planner run (`family = "ace-step-planner"`) trains on the audio codes the `encoded`
 stage wrote beside each item's latents: per item, ACE-Step's planner prompt (caption and
 lyrics) and the answer it should write (`<think>` metas, one code token per 0.2 s,
 `<|im_end|>`), the prompt masked (`data.py`); in the epochs `train.caption_dropout` draws for
@@ -37,16 +37,16 @@ import torch
 from safetensors.torch import load_file
 
 from tunesmith.families.ace_step import data as dit_data
-from tunesmith.families.ace_step.planner import adapter_files
-from tunesmith.families.ace_step.planner.data import build_example, caption_dropped
-from tunesmith.families.ace_step.planner.inputs import (
+from tunesmith.families.ace_step.trainer import epoch_end, schedule_lr
+from tunesmith.families.ace_step_planner import adapter_files
+from tunesmith.families.ace_step_planner.data import build_example, caption_dropped
+from tunesmith.families.ace_step_planner.inputs import (
     no_codes_message,
     resolve_planner,
     rows_with_codes,
 )
-from tunesmith.families.ace_step.planner.model import check_codes, load_planner
-from tunesmith.families.ace_step.planner.torch_lm import TorchPlannerLora
-from tunesmith.families.ace_step.trainer import epoch_end, schedule_lr
+from tunesmith.families.ace_step_planner.model import check_codes, load_planner
+from tunesmith.families.ace_step_planner.torch_lm import TorchPlannerLora
 from tunesmith.train.config import ConfigError
 from tunesmith.train.holdout import split_holdout
 from tunesmith.train.optimizers import OptimizerError, OptimizerSettings, build_optimizer

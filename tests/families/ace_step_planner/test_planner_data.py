@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from tests.families.ace_step.planner.conftest import LABELS
-from tunesmith.families.ace_step.planner.data import (
+from tests.families.ace_step_planner.conftest import LABELS
+from tunesmith.families.ace_step_planner.data import (
     IGNORE,
     build_example,
     caption_dropped,
@@ -64,7 +64,7 @@ def test_long_captions_wrap_as_pyyaml_writes_them():
 
 def test_codes_from_the_checkpoints_tokenizer_fit_the_planner(ace_pipe, planner):
     from tunesmith.families.ace_step.model import audio_codes
-    from tunesmith.families.ace_step.planner.model import check_codes
+    from tunesmith.families.ace_step_planner.model import check_codes
 
     latents = torch.randn(40, 8, generator=torch.Generator().manual_seed(3))
     codes = audio_codes(ace_pipe, latents)

@@ -17,10 +17,10 @@ from tunesmith.train.config import resolve_run
 
 PLANNER_RUN = {
     "name": "plan",
-    "family": "ace-step",
+    "family": "ace-step-planner",
     "base_model": "tiny",
     "trigger": "zqx",
-    "adapter": {"target": "planner", "planner": "planner"},
+    "adapter": {"planner": "planner"},
     "train": {"lr": 1e-2, "epochs": 4, "eval_every": 2, "checkpoint_every": 2},
 }
 CPU = Placement("torch", "cpu", "float32", "tests")
@@ -47,7 +47,7 @@ def make_trainer(frame, models: Path, run_dir: Path, run=None):
     from tunesmith import family as families
 
     run = run or planner_run()
-    make = families.get("ace-step").trainer("torch")
+    make = families.get("ace-step-planner").trainer("torch")
     metadata = {"tunesmith.version": "test", "tunesmith.base_model_fingerprint": "fp",
                 "tunesmith.run_key": "key"}  # fmt: skip
     return make(run, models / "tiny", frame, run_dir, CPU, metadata)
@@ -57,20 +57,20 @@ def test_a_planner_run_takes_hot_steps_lm_defaults():
     raw = {k: v for k, v in PLANNER_RUN.items() if k != "train"}
     run = resolve_run(raw, Path("tunesmith.toml"), 0)
     a, t = run.adapter, run.train
-    assert (a.target, a.type, a.rank, a.scale_alpha) == ("planner", "lora", 16, 32.0)
+    assert (a.type, a.rank, a.scale_alpha, a.planner) == ("lora", 16, 32.0, "planner")
     assert (t.lr, t.accumulation, t.epochs, t.target_loss) == (1e-4, 2, 75, 4.0)
     assert (t.grad_clip, t.warmup, t.lr_floor) == (1.0, 0.05, 0.1)
     dit = resolve_run({"name": "d", "family": "ace-step"}, Path("tunesmith.toml"), 0)
-    assert (dit.adapter.target, dit.train.accumulation, dit.train.lr) == ("dit", 4, 5e-4)
-    with pytest.raises(ValueError, match="adapter.target must be one of dit, planner"):
-        resolve_run({**raw, "adapter": {"target": "lm"}}, Path("tunesmith.toml"), 0)
-    with pytest.raises(ValueError, match="a DiT run does not use it, got 'my-lm'"):
-        resolve_run({**raw, "adapter": {"planner": "my-lm"}}, Path("tunesmith.toml"), 0)
+    assert (dit.train.accumulation, dit.train.lr) == (4, 5e-4)
+    with pytest.raises(ValueError, match="adapter.type must be lora"):
+        resolve_run({**raw, "adapter": {"type": "lokr"}}, Path("tunesmith.toml"), 0)
+    with pytest.raises(ValueError, match="unknown key\\(s\\) planner"):  # the DiT has none
+        resolve_run({"family": "ace-step", "adapter": {"planner": "my-lm"}}, Path("x"), 0)
 
 
 def test_the_loop_trains_the_planner_and_writes_both_folders(planner_encoded, tmp_path):
     from tunesmith import family as families
-    from tunesmith.families.ace_step.planner import adapter_files
+    from tunesmith.families.ace_step_planner import adapter_files
     from tunesmith.train import loop
 
     frame, models = planner_encoded
@@ -82,7 +82,7 @@ def test_the_loop_trains_the_planner_and_writes_both_folders(planner_encoded, tm
     assert result.best_loss < result.base_loss
     best = Path(result.best_path)
     assert best == tmp_path / "plan" / "adapter_model.safetensors"
-    metadata = families.get("ace-step").validate_files(best)
+    metadata = families.get("ace-step-planner").validate_files(best)
     assert metadata["hot_step_trigger"] == "zqx" and metadata["tunesmith.run_key"] == "key"
     peft, _ = adapter_files.read(best.parent)
     mlx, mlx_metadata = adapter_files.read(tmp_path / "plan.mlx-lm")
@@ -138,7 +138,7 @@ def test_items_without_codes_skip_the_run_with_one_message(planner_encoded, tmp_
     frame, models = planner_encoded
     without = frame.drop(columns=["codes"])
     with pytest.raises(ValueError, match="5 of 5 items have no audio codes") as raised:
-        families.get("ace-step").plan_inputs(planner_run(), models / "tiny", without)
+        families.get("ace-step-planner").other_models(planner_run(), models / "tiny", None, without)
     assert str(raised.value).count("\n") == 0
     some = frame.copy()
     some.loc[some.index[0], "codes"] = None
@@ -153,7 +153,7 @@ def make_mlx_trainer(frame, models: Path, run_dir: Path, run=None):
     pytest.importorskip("mlx_lm")
     from tunesmith import family as families
 
-    make = families.get("ace-step").trainer("mlx")
+    make = families.get("ace-step-planner").trainer("mlx")
     metadata = {"tunesmith.version": "test", "tunesmith.base_model_fingerprint": "fp",
                 "tunesmith.run_key": "key"}  # fmt: skip
     return make(run or planner_run(), models / "tiny", frame, run_dir, MLX, metadata)
@@ -162,7 +162,7 @@ def make_mlx_trainer(frame, models: Path, run_dir: Path, run=None):
 def test_the_mlx_backend_trains_on_the_loop_and_matches_torch_at_the_start(planner_encoded,
                                                                            tmp_path):  # fmt: skip
     from tunesmith import family as families
-    from tunesmith.families.ace_step.planner import adapter_files
+    from tunesmith.families.ace_step_planner import adapter_files
     from tunesmith.train import loop
 
     frame, models = planner_encoded
@@ -175,7 +175,7 @@ def test_the_mlx_backend_trains_on_the_loop_and_matches_torch_at_the_start(plann
     assert "(mlx)" in lines[0] and "Muon is on the torch backend" in lines[0]
     assert result.best_loss < result.base_loss
     best = Path(result.best_path)
-    metadata = families.get("ace-step").validate_files(best)
+    metadata = families.get("ace-step-planner").validate_files(best)
     assert metadata["hot_step_trigger"] == "zqx"
     peft, _ = adapter_files.read(best.parent)
     mlx_factors, _ = adapter_files.read(best.parent.parent / "plan.mlx-lm")
@@ -207,18 +207,18 @@ def test_a_missing_or_broken_planner_skips_the_run_naming_the_folder(planner_enc
     from tunesmith import family as families
 
     frame, models = planner_encoded
-    family = families.get("ace-step")
+    family = families.get("ace-step-planner")
     run = planner_run()
     missing = replace(run, adapter=replace(run.adapter, planner="acestep-5Hz-lm-0.6B"))
     with pytest.raises(ValueError, match="no planner folder 'acestep-5Hz-lm-0.6B'"):
-        family.plan_inputs(missing, models / "tiny", frame)
+        family.other_models(missing, models / "tiny", None, frame)
     broken = tmp_path / "broken"
     shutil.copytree(models / "planner", broken)
     (broken / "model.safetensors").unlink()
     (broken / "pytorch_model.bin").write_bytes(b"not loaded")
     pickled = replace(run, adapter=replace(run.adapter, planner=str(broken)))
     with pytest.raises(ValueError, match=f"(?s){broken}.*pickled weights are never loaded"):
-        family.plan_inputs(pickled, models / "tiny", frame)
+        family.other_models(pickled, models / "tiny", None, frame)
 
 
 def test_a_planner_that_passed_is_not_loaded_again_until_it_changes(planner_encoded, tmp_path):
@@ -229,18 +229,18 @@ def test_a_planner_that_passed_is_not_loaded_again_until_it_changes(planner_enco
     import sys
 
     from tunesmith import family as families
-    from tunesmith.families.ace_step.planner.tiny import build_tiny_planner
+    from tunesmith.families.ace_step_planner.tiny import build_tiny_planner
 
     frame, models = planner_encoded
     folder, cache = tmp_path / "planner", tmp_path / "cache" / "fingerprints.json"
     shutil.copytree(models / "planner", folder)
     run = planner_run()
     run = replace(run, adapter=replace(run.adapter, planner=str(folder)))
-    family = families.get("ace-step")
-    first = family.plan_inputs(run, models / "tiny", frame, cache)["planner"]
+    family = families.get("ace-step-planner")
+    first = family.other_models(run, models / "tiny", cache, frame)["planner"]
     script = (
         "import sys; from pathlib import Path\n"
-        "from tunesmith.families.ace_step.planner.inputs import checked_planner\n"
+        "from tunesmith.families.ace_step_planner.inputs import checked_planner\n"
         f"print(checked_planner(Path({str(folder)!r}), Path({str(cache)!r})))\n"
         "print(sorted(m for m in ('transformers', 'peft') if m in sys.modules))\n"
     )
@@ -250,13 +250,13 @@ def test_a_planner_that_passed_is_not_loaded_again_until_it_changes(planner_enco
     _, plain = build_tiny_planner(seed=0, codebook_size=0)  # a Qwen3 vocabulary: no code tokens
     plain.save_pretrained(folder)
     with pytest.raises(ValueError, match=r"no <\|audio_code_N\|> tokens"):
-        family.plan_inputs(run, models / "tiny", frame, cache)
+        family.other_models(run, models / "tiny", cache, frame)
 
 
 def test_caption_dropout_trains_the_drawn_items_on_the_trigger_alone(planner_encoded, tmp_path):
     """`train.caption_dropout`: in each epoch the items `caption_dropped` draws train on the
     trigger alone (prompt and metas), the others on their captions; validation keeps them."""
-    from tunesmith.families.ace_step.planner.data import caption_dropped
+    from tunesmith.families.ace_step_planner.data import caption_dropped
     from tunesmith.train.config import ConfigError
 
     frame, models = planner_encoded
@@ -278,7 +278,7 @@ def test_caption_dropout_trains_the_drawn_items_on_the_trigger_alone(planner_enc
     assert all("a loop number" in e.caption for e in trainer.validation)
     plain = make_trainer(frame, models, tmp_path / "plain")
     assert plain.window_examples(list(range(count)), 1) == plain.train_items
-    with pytest.raises(ConfigError, match="caption_dropout.*planner"):
+    with pytest.raises(ConfigError, match="unknown key\\(s\\) caption_dropout"):  # a DiT run
         resolve_run({"name": "d", "family": "ace-step", "base_model": "tiny",
                      "train": {"caption_dropout": 0.1}}, Path("tunesmith.toml"), 0)  # fmt: skip
 

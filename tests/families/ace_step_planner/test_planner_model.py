@@ -7,14 +7,14 @@ import json
 import pytest
 import torch
 
-from tunesmith.families.ace_step.planner.model import (
+from tunesmith.families.ace_step_planner.model import (
     check_codes,
     check_planner,
     load_planner,
     load_tokenizer,
     planner_vocab,
 )
-from tunesmith.families.ace_step.planner.tiny import (
+from tunesmith.families.ace_step_planner.tiny import (
     CODEBOOK_SIZE,
     build_tiny_planner,
     make_tiny_planner,

@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
+# The tiny ACE-Step pipeline and its encoded dataset: the planner trains on their audio codes.
+from tests.families.ace_step.conftest import ace_encoded, ace_pipe  # noqa: F401 (fixtures)
+
 LABELS = {
     "caption": "warm lo-fi hip hop, dusty drums",
     "lyrics": "[Verse]\nwe ride the night\n[Chorus]\nlight the city",
@@ -25,7 +28,7 @@ LABELS = {
 @pytest.fixture
 def planner(tiny_planner: Path):
     """A fresh load of the tiny planner, float32 on the CPU (a test may wrap it)."""
-    from tunesmith.families.ace_step.planner.model import load_planner
+    from tunesmith.families.ace_step_planner.model import load_planner
 
     return load_planner(tiny_planner)
 
@@ -33,8 +36,8 @@ def planner(tiny_planner: Path):
 @pytest.fixture(scope="session")
 def examples(tiny_planner: Path):
     """Three training examples of different lengths (seeded codes)."""
-    from tunesmith.families.ace_step.planner.data import build_example
-    from tunesmith.families.ace_step.planner.model import load_planner
+    from tunesmith.families.ace_step_planner.data import build_example
+    from tunesmith.families.ace_step_planner.model import load_planner
 
     planner = load_planner(tiny_planner)
     generator = torch.Generator().manual_seed(0)

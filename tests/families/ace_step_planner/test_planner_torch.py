@@ -8,10 +8,10 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from tests.families.ace_step.planner.conftest import nonzero_b
-from tunesmith.families.ace_step.planner.adapter_files import read_metadata
-from tunesmith.families.ace_step.planner.model import load_planner
-from tunesmith.families.ace_step.planner.torch_lm import ALPHA, RANK, TorchPlannerLora, collate
+from tests.families.ace_step_planner.conftest import nonzero_b
+from tunesmith.families.ace_step_planner.adapter_files import read_metadata
+from tunesmith.families.ace_step_planner.model import load_planner
+from tunesmith.families.ace_step_planner.torch_lm import ALPHA, RANK, TorchPlannerLora, collate
 
 TARGETS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 LINEAGE = {"tunesmith.base_model_fingerprint": "abc123", "tunesmith.training_config": "{}"}

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
-from tunesmith.families.ace_step.planner.mlx_lm_backend import MlxPlannerLora
-from tunesmith.families.ace_step.planner.model import check_planner, load_tokenizer, planner_vocab
-from tunesmith.families.ace_step.planner.trainer import PlannerTrainer
+from tunesmith.families.ace_step_planner.mlx_lm_backend import MlxPlannerLora
+from tunesmith.families.ace_step_planner.model import check_planner, load_tokenizer, planner_vocab
+from tunesmith.families.ace_step_planner.trainer import PlannerTrainer
 from tunesmith.families.stable_audio_3.mlx.trainer import clip_global_norm
 from tunesmith.train import distributed
 from tunesmith.train.optimizers import OptimizerSettings

@@ -66,7 +66,7 @@ def checked_planner(folder: Path, fingerprint_cache: Path | None = None) -> str:
         record = Path(fingerprint_cache).with_name("planners-checked.json")
     if verdicts.passed(record, fingerprint):
         return fingerprint
-    from tunesmith.families.ace_step.planner.model import (
+    from tunesmith.families.ace_step_planner.model import (
         check_planner,
         load_tokenizer,
         planner_vocab,
