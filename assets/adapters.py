@@ -22,8 +22,19 @@ from tunesmith.store import content_key, verdicts
 from tunesmith.train import stage as engine
 from tunesmith.train.config import base_model_folder, read_plan, run_document
 
-COLUMNS = ["run", "family", "placement", "steps", "steps_per_second", "base_loss",
-           "best_loss", "best_step", "best_path", "last_path", "run_dir"]  # fmt: skip
+COLUMNS = [
+    "run",
+    "family",
+    "placement",
+    "steps",
+    "steps_per_second",
+    "base_loss",
+    "best_loss",
+    "best_step",
+    "best_path",
+    "last_path",
+    "run_dir",
+]
 
 
 @stage_asset(
@@ -82,9 +93,16 @@ def adapters(
         stopped = result.get("extra", {}).get("stopped", "")
         if stopped:
             context.log.warning(f"{run.name}: {stopped}")
-        rows.append({**{k: result[k] for k in COLUMNS if k in result},
-                     "run": run.name, "run_dir": str(plan.run_dir), "history": result["history"],
-                     "validation_note": result["validation_note"], "stopped": stopped})  # fmt: skip
+        rows.append(
+            {
+                **{k: result[k] for k in COLUMNS if k in result},
+                "run": run.name,
+                "run_dir": str(plan.run_dir),
+                "history": result["history"],
+                "validation_note": result["validation_note"],
+                "stopped": stopped,
+            }
+        )
     frame = pd.DataFrame(rows, columns=[*COLUMNS, "history", "validation_note", "stopped"])
     extra = {"runs": rows, **engine.superseded_section(out / "adapters", rows)}
     result = StageResult(
@@ -174,7 +192,7 @@ def _metadata(rows: list[dict]) -> dict:
                     for k in ("run", "base_loss", "best_loss", "best_step", "best_path", "stopped")
                 }
                 for r in rows
-            ]  # fmt: skip
+            ]
         ),
     }
 

@@ -44,8 +44,11 @@ from bench.muon_step import DIT, PROJECTIONS  # noqa: E402
 from bench.sdxl_step import MALLOC, PeakMemory, clock, page_in  # noqa: E402
 
 RANK, SONGS, FRAMES, CROP, WARMUP = 64, 8, 600, 256, 3
-LINEAGE = {"tunesmith.version": "bench", "tunesmith.base_model_fingerprint": "bench",
-           "tunesmith.run_key": "bench"}  # fmt: skip
+LINEAGE = {
+    "tunesmith.version": "bench",
+    "tunesmith.base_model_fingerprint": "bench",
+    "tunesmith.run_key": "bench",
+}
 
 
 def make_model(folder: Path) -> int:
@@ -78,9 +81,16 @@ def songs(folder: Path, work: Path):
         for key, length in (("caption", 60), ("lyrics", 120)):
             states = torch.randn(length, TEXT_DIM, generator=g)
             write_safetensors(paths[key], {"hidden_states": states})
-        rows.append({"path": f"song{i}.wav", "latents": str(paths["latents"]),
-                     "caption_states": str(paths["caption"]), "lyrics_states": str(paths["lyrics"]),
-                     "trigger": "", "tag_position": "prepend"})  # fmt: skip
+        rows.append(
+            {
+                "path": f"song{i}.wav",
+                "latents": str(paths["latents"]),
+                "caption_states": str(paths["caption"]),
+                "lyrics_states": str(paths["lyrics"]),
+                "trigger": "",
+                "tag_position": "prepend",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -94,7 +104,7 @@ def run_config():
         "adapter": {"rank": RANK},
         "train": {"optimizer": "adamw", "accumulation": 1, "crop_frames": CROP, "epochs": 100},
     }
-    return resolve_run(raw, Path("tunesmith.toml"), 0)  # fmt: skip
+    return resolve_run(raw, Path("tunesmith.toml"), 0)
 
 
 def ours(folder: Path, work: Path, device: str, dtype: str):
@@ -103,8 +113,9 @@ def ours(folder: Path, work: Path, device: str, dtype: str):
     from tunesmith.families.ace_step.trainer import AceStepTrainer
 
     placement = Placement("torch", device, dtype, "bench")
-    trainer = AceStepTrainer(run_config(), folder, songs(folder, work), work / "run", placement,
-                             LINEAGE)  # fmt: skip
+    trainer = AceStepTrainer(
+        run_config(), folder, songs(folder, work), work / "run", placement, LINEAGE
+    )
     page_in(trainer.transformer)
     return trainer.step, len(trainer.targets)
 
@@ -122,18 +133,24 @@ def bare(folder: Path, work: Path, device: str, dtype: str):
     dit, rows = pipe.transformer, songs(folder, work).to_dict("records")
     data = []
     for row in rows:  # each song's conditioning, once
-        text = [TextEncoding(load_file(row[k])["hidden_states"], 0, 0) for k in
-                ("caption_states", "lyrics_states")]  # fmt: skip
+        text = [
+            TextEncoding(load_file(row[k])["hidden_states"], 0, 0)
+            for k in ("caption_states", "lyrics_states")
+        ]
         text = [TextEncoding(t.hidden_states, t.hidden_states.shape[0], 0) for t in text]
         with torch.no_grad():
             states, _ = conditioning(pipe, *text)
         data.append((load_file(row["latents"])["latents"].to(device), states))
     silence, null = pipe.condition_encoder.silence_latent, pipe.condition_encoder.null_condition_emb
     dit.requires_grad_(False)
-    targets = [n for n, m in dit.named_modules()
-               if isinstance(m, torch.nn.Linear) and any(p in n for p in PROJECTIONS)]  # fmt: skip
-    dit.add_adapter(LoraConfig(r=RANK, lora_alpha=2 * RANK, target_modules=targets,
-                               init_lora_weights=True))  # fmt: skip
+    targets = [
+        n
+        for n, m in dit.named_modules()
+        if isinstance(m, torch.nn.Linear) and any(p in n for p in PROJECTIONS)
+    ]
+    dit.add_adapter(
+        LoraConfig(r=RANK, lora_alpha=2 * RANK, target_modules=targets, init_lora_weights=True)
+    )
     params = [p for p in dit.parameters() if p.requires_grad]
     for p in params:
         p.data = p.data.float()
@@ -151,9 +168,13 @@ def bare(folder: Path, work: Path, device: str, dtype: str):
         source = silence[:, offset : offset + CROP]
         context = torch.cat([source, torch.ones_like(source)], dim=-1)
         kind = dit.dtype
-        v = dit(hidden_states=(t * noise + (1 - t) * x0).to(kind), timestep=t.to(kind),
-                timestep_r=t.to(kind), encoder_hidden_states=states.to(kind),
-                context_latents=context.to(kind)).sample  # fmt: skip
+        v = dit(
+            hidden_states=(t * noise + (1 - t) * x0).to(kind),
+            timestep=t.to(kind),
+            timestep_r=t.to(kind),
+            encoder_hidden_states=states.to(kind),
+            context_latents=context.to(kind),
+        ).sample
         loss = torch.nn.functional.mse_loss(v.float(), (noise - x0).float())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -213,24 +234,48 @@ def main() -> None:
         results = {}
         for name in ("paired", "bare", "ours"):
             out = subprocess.run(
-                [sys.executable, __file__, "--child", name, "--model", str(folder),
-                 "--steps", str(args.steps), "--device", args.device, "--dtype", args.dtype,
-                 "--threads", str(args.threads)],
-                capture_output=True, text=True, check=True, env={**os.environ, **MALLOC},
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    name,
+                    "--model",
+                    str(folder),
+                    "--steps",
+                    str(args.steps),
+                    "--device",
+                    args.device,
+                    "--dtype",
+                    args.dtype,
+                    "--threads",
+                    str(args.threads),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, **MALLOC},
+            )
             results[name] = json.loads(out.stdout.strip().splitlines()[-1])
     paired, memory = results["paired"], {k: results[k]["memory"] for k in ("bare", "ours")}
     timer = "thread CPU time" if clock(args.device) is time.thread_time else "wall time"
     targets_b, targets_o = paired["targets"]
-    print(f"device {args.device} (torch threads {args.threads or torch.get_num_threads()}, "
-          f"{timer}), {args.dtype}, DiT {DIT} ({size / 1e6:.1f} M parameters), crop {CROP} frames, "
-          f"LoRA rank {RANK} on {targets_o} layers (bare: {targets_b}), AdamW")  # fmt: skip
-    print(f"bare diffusers + PEFT loop: {paired['bare']:.2f} steps/s, "
-          f"+{memory['bare'] / 2**20:.1f} MiB")  # fmt: skip
-    print(f"tunesmith ACE-Step step:    {paired['ours']:.2f} steps/s, "
-          f"+{memory['ours'] / 2**20:.1f} MiB")  # fmt: skip
-    print(f"time ratio (ours/bare): {paired['bare'] / paired['ours']:.3f}  (goal ≤ 1.05, "
-          f"steps alternated in one process)")  # fmt: skip
+    print(
+        f"device {args.device} (torch threads {args.threads or torch.get_num_threads()}, "
+        f"{timer}), {args.dtype}, DiT {DIT} ({size / 1e6:.1f} M parameters), crop {CROP} frames, "
+        f"LoRA rank {RANK} on {targets_o} layers (bare: {targets_b}), AdamW"
+    )
+    print(
+        f"bare diffusers + PEFT loop: {paired['bare']:.2f} steps/s, "
+        f"+{memory['bare'] / 2**20:.1f} MiB"
+    )
+    print(
+        f"tunesmith ACE-Step step:    {paired['ours']:.2f} steps/s, "
+        f"+{memory['ours'] / 2**20:.1f} MiB"
+    )
+    print(
+        f"time ratio (ours/bare): {paired['bare'] / paired['ours']:.3f}  (goal ≤ 1.05, "
+        f"steps alternated in one process)"
+    )
     print(f"memory ratio (ours/bare): {memory['ours'] / max(memory['bare'], 1):.3f}  (goal ≤ 1.10)")
 
 

@@ -44,28 +44,51 @@ def items(folder: Path, count: int = 8) -> pd.DataFrame:
         frames = CROP + 64 * (i % 3)
         latents, sidecar = folder / f"clip{i}.npy", folder / f"clip{i}.json"
         np.save(latents, torch.randn(16, frames, generator=g).numpy())
-        sidecar.write_text(json.dumps({"padding_mask": [True] * frames,
-                                       "seconds_total": frames * 4096 / 44100}))  # fmt: skip
-        rows.append({"path": f"clip{i}.wav", "latents": str(latents), "sidecar": str(sidecar),
-                     "pieces": json.dumps([f"Prompt: a loop number {i}"])})  # fmt: skip
+        sidecar.write_text(
+            json.dumps({"padding_mask": [True] * frames, "seconds_total": frames * 4096 / 44100})
+        )
+        rows.append(
+            {
+                "path": f"clip{i}.wav",
+                "latents": str(latents),
+                "sidecar": str(sidecar),
+                "pieces": json.dumps([f"Prompt: a loop number {i}"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def extras(model: Path, frame: pd.DataFrame, run_dir: Path, steps: int, devices: int) -> dict:
     from tunesmith.train.config import resolve_run
 
-    raw = {"name": "bench", "family": "stable-audio-3", "base_model": str(model),
-           "adapter": {"type": "lora", "rank": RANK},
-           "train": {"steps": steps, "batch_size": BATCH, "latent_crop_length": CROP,
-                     "eval_every": steps, "checkpoint_every": steps, "holdout": 1,
-                     "devices": devices},
-           "demos": [{"prompt": "a loop", "duration": 0.5, "steps": 1}]}  # fmt: skip
+    raw = {
+        "name": "bench",
+        "family": "stable-audio-3",
+        "base_model": str(model),
+        "adapter": {"type": "lora", "rank": RANK},
+        "train": {
+            "steps": steps,
+            "batch_size": BATCH,
+            "latent_crop_length": CROP,
+            "eval_every": steps,
+            "checkpoint_every": steps,
+            "holdout": 1,
+            "devices": devices,
+        },
+        "demos": [{"prompt": "a loop", "duration": 0.5, "steps": 1}],
+    }
     run = asdict(resolve_run(raw, Path("tunesmith.toml"), 0))
     run["adapter"] = {k: list(v) if isinstance(v, tuple) else v for k, v in run["adapter"].items()}
-    return {"run": run, "config_source": "tunesmith.toml", "checkpoint": str(model),
-            "items": json.loads(frame.to_json(orient="records")), "run_dir": str(run_dir),
-            "result_path": str(run_dir / "result.json"), "placement": PLACEMENT,
-            "metadata": {"tunesmith.base_model_fingerprint": "bench"}}  # fmt: skip
+    return {
+        "run": run,
+        "config_source": "tunesmith.toml",
+        "checkpoint": str(model),
+        "items": json.loads(frame.to_json(orient="records")),
+        "run_dir": str(run_dir),
+        "result_path": str(run_dir / "result.json"),
+        "placement": PLACEMENT,
+        "metadata": {"tunesmith.base_model_fingerprint": "bench"},
+    }
 
 
 def samples_per_second(extra: dict, devices: int) -> float:
@@ -79,9 +102,14 @@ def samples_per_second(extra: dict, devices: int) -> float:
     if devices == 1:
         torch.set_num_threads(1)
         run = resolve_run(extra["run"], Path("tunesmith.toml"), 0)
-        trainer = TorchTrainer(run, Path(extra["checkpoint"]), pd.DataFrame(extra["items"]),
-                               run_dir, Placement(**PLACEMENT, reason="bench"),
-                               extra["metadata"])  # fmt: skip
+        trainer = TorchTrainer(
+            run,
+            Path(extra["checkpoint"]),
+            pd.DataFrame(extra["items"]),
+            run_dir,
+            Placement(**PLACEMENT, reason="bench"),
+            extra["metadata"],
+        )
         with open(os.devnull, "w") as quiet:
             result = loop.train(trainer, run_dir, log=lambda _: None, progress=quiet)
         return result.steps_per_second * BATCH

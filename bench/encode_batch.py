@@ -70,9 +70,11 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     placement = Placement("torch", args.device, "float32", "bench")
-    print(f"encode in batches against one at a time: N = {args.n}, {args.device}, "
-          f"budget {batches.memory_budget(placement) / 2**20:.0f} MiB, "
-          f"{torch.get_num_threads()} thread(s), {clock(args.device).__name__}")  # fmt: skip
+    print(
+        f"encode in batches against one at a time: N = {args.n}, {args.device}, "
+        f"budget {batches.memory_budget(placement) / 2**20:.0f} MiB, "
+        f"{torch.get_num_threads()} thread(s), {clock(args.device).__name__}"
+    )
     with tempfile.TemporaryDirectory(prefix="tunesmith-encode-") as tmp:
         root = Path(tmp)
         pictures(root, args, placement)
@@ -93,8 +95,13 @@ def best(rounds: int, arms: dict, device: str) -> dict[str, float]:
 
 def encoder_for(kind, checkpoint: Path, folder: Path, root: Path, placement: Placement):
     """The family's item encoder for `checkpoint`, as the stage builds it."""
-    request = SimpleNamespace(folder=folder, placement=placement, store=Store(root / "store"),
-                              fingerprint_cache=root / "fp.json", out=root / "out")  # fmt: skip
+    request = SimpleNamespace(
+        folder=folder,
+        placement=placement,
+        store=Store(root / "store"),
+        fingerprint_cache=root / "fp.json",
+        out=root / "out",
+    )
     return kind(checkpoint, request)
 
 
@@ -107,8 +114,10 @@ def ours_encode(encoder, pipe, units: list, store_root: Path, placement: Placeme
 def report(what: str, seconds: dict[str, float], made: Counter) -> None:
     ours, bare = seconds["ours"], seconds["bare"]
     sizes = ", ".join(f"{count} of {size}" for size, count in sorted(made.items(), reverse=True))
-    print(f"{what:<16} ours {ours:7.3f} s   bare {bare:7.3f} s   ratio {ours / bare:.2f} "
-          f"(goal ≤ 0.8 on a CPU)   batches: {sizes}")  # fmt: skip
+    print(
+        f"{what:<16} ours {ours:7.3f} s   bare {bare:7.3f} s   ratio {ours / bare:.2f} "
+        f"(goal ≤ 0.8 on a CPU)   batches: {sizes}"
+    )
 
 
 # --- SDXL -------------------------------------------------------------------------------------
@@ -200,9 +209,11 @@ def clips(root: Path, args, placement: Placement) -> None:
 
     report("SA3 VAE clips", best(args.rounds, {"ours": ours, "bare": bare}, args.device), made)
     ours_vae, bare_vae = min(in_vae["ours"]), min(in_vae["bare"])
-    print(f"{'  VAE calls alone':<16} ours {ours_vae:7.3f} s   bare {bare_vae:7.3f} s   "
-          f"ratio {ours_vae / bare_vae:.2f} (the rest: decoding, the source's hash check, "
-          "the store's entries)")  # fmt: skip
+    print(
+        f"{'  VAE calls alone':<16} ours {ours_vae:7.3f} s   bare {bare_vae:7.3f} s   "
+        f"ratio {ours_vae / bare_vae:.2f} (the rest: decoding, the source's hash check, "
+        "the store's entries)"
+    )
 
 
 if __name__ == "__main__":

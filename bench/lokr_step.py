@@ -60,16 +60,20 @@ def build(arm: str):
 
     torch.manual_seed(0)
     dit = AceStepTransformer1DModel(**{**TINY_ACE_STEP_CONFIG["transformer"], **DIT})
-    targets = [n for n, m in dit.named_modules()
-               if isinstance(m, nn.Linear) and any(p in n for p in PROJECTIONS)]  # fmt: skip
+    targets = [
+        n
+        for n, m in dit.named_modules()
+        if isinstance(m, nn.Linear) and any(p in n for p in PROJECTIONS)
+    ]
     if arm == "lora":
         torch_lora.attach(dit, targets, 128, 256.0, "lora")
     elif arm == "lokr":
         torch_lokr.attach(dit, targets, 512, 512.0, 6)
     else:
         dit.requires_grad_(False)
-        config = peft.LoKrConfig(r=512, alpha=512, decompose_factor=6, target_modules=targets,
-                                 init_weights="lycoris")  # fmt: skip
+        config = peft.LoKrConfig(
+            r=512, alpha=512, decompose_factor=6, target_modules=targets, init_weights="lycoris"
+        )
         peft.inject_adapter_in_model(config, dit)
     params = [p for p in dit.parameters() if p.requires_grad]
     return dit, params
@@ -196,29 +200,48 @@ def main() -> None:
     for _ in range(args.rounds):
         for arm in ARMS:  # interleaved: load drifts hit every arm
             out = subprocess.run(
-                [sys.executable, __file__, "--child", arm, "--steps", str(steps),
-                 "--device", args.device, "--dtype", args.dtype],
-                capture_output=True, text=True, check=True, env={**os.environ, **MALLOC},
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    arm,
+                    "--steps",
+                    str(steps),
+                    "--device",
+                    args.device,
+                    "--dtype",
+                    args.dtype,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, **MALLOC},
+            )
             result = json.loads(out.stdout.strip().splitlines()[-1])
             if arm not in results or result["step"] < results[arm]["step"]:
                 results[arm] = result
     lora, lokr, peft_lokr = (results[a] for a in ARMS)
-    print(f"DiT {DIT} ({lokr['frozen'] / 1e6:.1f} M parameters), batch {BATCH}, crop {FRAMES} "
-          f"frames ({FRAMES // 2} tokens), {TEXT} condition tokens; {args.device}, {args.dtype}, "
-          f"one torch thread, {'thread CPU' if args.device == 'cpu' else 'wall'} time, median "
-          f"of {steps} steps, best of {args.rounds} round(s)")  # fmt: skip
+    print(
+        f"DiT {DIT} ({lokr['frozen'] / 1e6:.1f} M parameters), batch {BATCH}, crop {FRAMES} "
+        f"frames ({FRAMES // 2} tokens), {TEXT} condition tokens; {args.device}, {args.dtype}, "
+        f"one torch thread, {'thread CPU' if args.device == 'cpu' else 'wall'} time, median "
+        f"of {steps} steps, best of {args.rounds} round(s)"
+    )
     print(f"LoKr step / LoRA step: {lokr['step'] / lora['step']:.2f}  (goal ≤ 1.5)")
     print(f"LoKr forward's share of the LoKr step: {lokr['lokr_forward'] / lokr['step']:.1%}")
-    print(f"PEFT's LoKr step / ours: {peft_lokr['step'] / lokr['step']:.2f}; memory a step adds "
-          f"(peak RSS) PEFT's / ours: {peft_lokr['memory'] / max(lokr['memory'], 1):.2f}; kept "
-          f"for the backward: PEFT's {peft_lokr['saved'] / 2**20:.1f} MiB, ours "
-          f"{lokr['saved'] / 2**20:.1f} MiB, LoRA's {lora['saved'] / 2**20:.1f} MiB")  # fmt: skip
+    print(
+        f"PEFT's LoKr step / ours: {peft_lokr['step'] / lokr['step']:.2f}; memory a step adds "
+        f"(peak RSS) PEFT's / ours: {peft_lokr['memory'] / max(lokr['memory'], 1):.2f}; kept "
+        f"for the backward: PEFT's {peft_lokr['saved'] / 2**20:.1f} MiB, ours "
+        f"{lokr['saved'] / 2**20:.1f} MiB, LoRA's {lora['saved'] / 2**20:.1f} MiB"
+    )
     one = lokr["projection"]
-    print(f"one 2048x2048 projection, 344 tokens, LoKr dim 512 factor 6: kept for the backward "
-          f"(beyond weights and input) PEFT's {one['peft_saved'] / 2**20:.2f} MiB, ours "
-          f"{one['ours_saved'] / 2**20:.2f} MiB; forward+backward time PEFT's / ours "
-          f"{one['peft_time'] / one['ours_time']:.2f}")  # fmt: skip
+    print(
+        f"one 2048x2048 projection, 344 tokens, LoKr dim 512 factor 6: kept for the backward "
+        f"(beyond weights and input) PEFT's {one['peft_saved'] / 2**20:.2f} MiB, ours "
+        f"{one['ours_saved'] / 2**20:.2f} MiB; forward+backward time PEFT's / ours "
+        f"{one['peft_time'] / one['ours_time']:.2f}"
+    )
 
 
 if __name__ == "__main__":

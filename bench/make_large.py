@@ -45,8 +45,14 @@ TONICS = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
 GENRES = ("house", "techno", "lo-fi hip hop", "funk", "synth pop", "ambient", "breakbeat")
 MOODS = ("warm", "dark", "bright", "dusty", "tight", "deep", "sunny")
 SHAPES = ("discs", "squares", "stripes")
-COLOURS = {"red": (214, 64, 52), "green": (70, 160, 90), "blue": (60, 100, 200),
-           "yellow": (240, 200, 60), "purple": (130, 80, 170), "teal": (40, 150, 150)}  # fmt: skip
+COLOURS = {
+    "red": (214, 64, 52),
+    "green": (70, 160, 90),
+    "blue": (60, 100, 200),
+    "yellow": (240, 200, 60),
+    "purple": (130, 80, 170),
+    "teal": (40, 150, 150),
+}
 
 SONGS_TOML = """\
 # Written by bench/make_large.py: a run short enough to build at every N on a CPU.
@@ -123,8 +129,12 @@ def write_song(folder: Path, i: int) -> Path:
     if i % 3 == 0:
         write_if_changed(folder / f"{song_name(i)}.txt", f"{song_caption(i)}\n".encode())
     elif i % 3 == 1:
-        tags = {"title": song_name(i).replace("_", " "), "genre": GENRES[i % len(GENRES)],
-                "bpm": str(bpm), "prompt": song_caption(i)}  # fmt: skip
+        tags = {
+            "title": song_name(i).replace("_", " "),
+            "genre": GENRES[i % len(GENRES)],
+            "bpm": str(bpm),
+            "prompt": song_caption(i),
+        }
         write_if_changed(folder / f"{song_name(i)}.json", json_bytes(tags))
     return path
 

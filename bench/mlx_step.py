@@ -53,8 +53,13 @@ def draws(steps: int):
 
     generator = torch.Generator().manual_seed(1)
     latents = torch.randn(BATCH, 16, CROP, generator=generator)
-    batch = Batch(latents, torch.ones(BATCH, CROP, dtype=torch.bool),
-                  torch.full((BATCH,), 30.0), [()] * BATCH, ["a"] * BATCH)  # fmt: skip
+    batch = Batch(
+        latents,
+        torch.ones(BATCH, CROP, dtype=torch.bool),
+        torch.full((BATCH,), 30.0),
+        [()] * BATCH,
+        ["a"] * BATCH,
+    )
     prompts = ["zq, Title: s0, Genre: house"] * BATCH
     for _ in range(steps):
         t = torch.rand(BATCH, generator=generator, dtype=torch.float64)
@@ -87,8 +92,14 @@ def main() -> None:
     from tunesmith.train.config import RunConfig
 
     torch_device, mlx_device = devices()
-    run = RunConfig("bench", "stable-audio-3", "", "zq", AdapterConfig(type="dora-rows", rank=RANK),
-                    TrainConfig(batch_size=BATCH, latent_crop_length=CROP, lr=1e-4))  # fmt: skip
+    run = RunConfig(
+        "bench",
+        "stable-audio-3",
+        "",
+        "zq",
+        AdapterConfig(type="dora-rows", rank=RANK),
+        TrainConfig(batch_size=BATCH, latent_crop_length=CROP, lr=1e-4),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "dit"
         make_model(folder)

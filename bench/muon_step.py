@@ -40,8 +40,15 @@ from torch import nn  # noqa: E402
 from bench.sdxl_step import clock  # noqa: E402
 
 # Over TINY_ACE_STEP_CONFIG["transformer"] (hidden 32, 2 layers); the release has 2048 and 24.
-DIT = dict(hidden_size=256, intermediate_size=768, num_attention_heads=8, num_key_value_heads=4,
-           head_dim=32, num_hidden_layers=4, sliding_window=64)  # fmt: skip
+DIT = dict(
+    hidden_size=256,
+    intermediate_size=768,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    head_dim=32,
+    num_hidden_layers=4,
+    sliding_window=64,
+)
 PROJECTIONS = (".self_attn.", ".cross_attn.", ".mlp.")
 
 
@@ -56,8 +63,11 @@ def adapter_shapes(kind: str, layers: int) -> list[tuple[str, tuple[int, ...]]]:
         dit = AceStepTransformer1DModel(
             **{**TINY_ACE_STEP_CONFIG["transformer"], **DIT, "num_hidden_layers": layers}
         )
-    targets = [n for n, m in dit.named_modules()
-               if isinstance(m, nn.Linear) and any(p in n for p in PROJECTIONS)]  # fmt: skip
+    targets = [
+        n
+        for n, m in dit.named_modules()
+        if isinstance(m, nn.Linear) and any(p in n for p in PROJECTIONS)
+    ]
     if kind == "lora r128":
         torch_lora.attach(dit, targets, 128, 256.0, "lora")
         named = [(n, p) for n, p in dit.named_parameters() if p.requires_grad]
@@ -72,8 +82,9 @@ def make_arms(shapes, device: str, bf16: bool, lr: float = 1e-3) -> dict[str, tu
 
     def fresh():
         g = torch.Generator().manual_seed(0)
-        return [(n, nn.Parameter(0.02 * torch.randn(*s, generator=g).to(device)))
-                for n, s in shapes]  # fmt: skip
+        return [
+            (n, nn.Parameter(0.02 * torch.randn(*s, generator=g).to(device))) for n, s in shapes
+        ]
 
     arms = {}
     named = fresh()
@@ -131,8 +142,10 @@ def main() -> None:
     from tunesmith.train.optimizers import OptimizerSettings, split_parameters
 
     timer = "thread CPU time" if clock(args.device) is time.thread_time else "wall time"
-    print(f"DiT {dict(DIT, num_hidden_layers=layers)}; {args.device}, torch threads "
-          f"{torch.get_num_threads()}, {timer}, median of {steps} steps")  # fmt: skip
+    print(
+        f"DiT {dict(DIT, num_hidden_layers=layers)}; {args.device}, torch threads "
+        f"{torch.get_num_threads()}, {timer}, median of {steps} steps"
+    )
     for kind in ("lokr dim 512 factor 6", "lora r128"):
         shapes = adapter_shapes(kind, layers)
         named = [(n, torch.empty(s, device="meta")) for n, s in shapes]

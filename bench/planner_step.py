@@ -45,13 +45,28 @@ from bench.sdxl_step import MALLOC, PeakMemory, clock, page_in  # noqa: E402
 
 # The tiny planner widened to something a step's time is worth measuring on (real 0.6B:
 # hidden 1024, 28 layers, 16 heads, 8 kv heads, head_dim 128).
-WIDE = {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
-        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32}  # fmt: skip
+WIDE = {
+    "hidden_size": 256,
+    "intermediate_size": 768,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 32,
+}
 SONGS, SECONDS, WARMUP = 8, 30, 3
-LINEAGE = {"tunesmith.version": "bench", "tunesmith.base_model_fingerprint": "bench",
-           "tunesmith.run_key": "bench"}  # fmt: skip
-LABELS = {"caption": "warm lo-fi hip hop, dusty drums", "lyrics": "[Verse]\nwe ride the night",
-          "bpm": 92, "keyscale": "A minor", "timesignature": "4", "language": "en"}  # fmt: skip
+LINEAGE = {
+    "tunesmith.version": "bench",
+    "tunesmith.base_model_fingerprint": "bench",
+    "tunesmith.run_key": "bench",
+}
+LABELS = {
+    "caption": "warm lo-fi hip hop, dusty drums",
+    "lyrics": "[Verse]\nwe ride the night",
+    "bpm": 92,
+    "keyscale": "A minor",
+    "timesignature": "4",
+    "language": "en",
+}
 
 
 def make_planner(folder: Path) -> int:
@@ -61,9 +76,13 @@ def make_planner(folder: Path) -> int:
     from tunesmith.families.ace_step_planner.tiny import TINY_PLANNER_CONFIG, planner_tokenizer
 
     tokenizer = planner_tokenizer()
-    config = Qwen3Config(vocab_size=len(tokenizer), bos_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                         **{**TINY_PLANNER_CONFIG, **WIDE})  # fmt: skip
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **{**TINY_PLANNER_CONFIG, **WIDE},
+    )
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(config).eval()
     model.save_pretrained(folder, safe_serialization=True)
@@ -84,9 +103,16 @@ def songs(work: Path):
         codes = torch.randint(0, CODEBOOK_SIZE, (SECONDS * 5,), generator=g)
         write_safetensors(path, {"audio_codes": codes})
         labels = {**LABELS, "duration": SECONDS}
-        rows.append({"path": f"song{i}.wav", "latents": str(path), "codes": len(codes),
-                     "planner_labels": json.dumps(labels), "trigger": "",
-                     "tag_position": "prepend"})  # fmt: skip
+        rows.append(
+            {
+                "path": f"song{i}.wav",
+                "latents": str(path),
+                "codes": len(codes),
+                "planner_labels": json.dumps(labels),
+                "trigger": "",
+                "tag_position": "prepend",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -109,8 +135,9 @@ def ours(folder: Path, work: Path, device: str):
     from tunesmith.families.ace_step_planner.trainer import PlannerTrainer
 
     placement = Placement("torch", device, "float32", "bench")
-    trainer = PlannerTrainer(run_config(folder), work, songs(work), work / "run", placement,
-                             LINEAGE)  # fmt: skip
+    trainer = PlannerTrainer(
+        run_config(folder), work, songs(work), work / "run", placement, LINEAGE
+    )
     page_in(trainer.planner.model)
     return trainer.step, sum(p.numel() for p in trainer.params)
 
@@ -124,15 +151,18 @@ def mlx(folder: Path, work: Path, steps: int, device: str) -> dict:
 
     where = "gpu" if mx.metal.is_available() else "cpu"
     placement = Placement("mlx", where, "float32", "bench")
-    trainer = MlxPlannerTrainer(run_config(folder), work, songs(work), work / "run", placement,
-                                LINEAGE)  # fmt: skip
+    trainer = MlxPlannerTrainer(
+        run_config(folder), work, songs(work), work / "run", placement, LINEAGE
+    )
     walls = []
     for _ in range(WARMUP + steps):
         start = time.perf_counter()
         trainer.step()  # evaluates the update (mx.eval) before it returns
         walls.append(time.perf_counter() - start)
-    return {"wall_steps_per_second": 1 / statistics.median(walls[WARMUP:]),
-            "device": str(mx.default_device())}  # fmt: skip
+    return {
+        "wall_steps_per_second": 1 / statistics.median(walls[WARMUP:]),
+        "device": str(mx.default_device()),
+    }
 
 
 def bare(folder: Path, work: Path, device: str):
@@ -150,13 +180,35 @@ def bare(folder: Path, work: Path, device: str):
     data = []
     for row in songs(work).to_dict("records")[1:]:  # the holdout of one leaves seven to train
         codes = load_file(row["latents"])["audio_codes"]
-        example = build_example(tokenizer, vocab, row["path"], json.loads(row["planner_labels"]),
-                                codes, model.config.max_position_embeddings)  # fmt: skip
-        data.append((torch.tensor([example.input_ids], device=device),
-                     torch.tensor([example.labels], device=device)))  # fmt: skip
-    config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, task_type="CAUSAL_LM",
-                        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                        "up_proj", "down_proj"])  # fmt: skip
+        example = build_example(
+            tokenizer,
+            vocab,
+            row["path"],
+            json.loads(row["planner_labels"]),
+            codes,
+            model.config.max_position_embeddings,
+        )
+        data.append(
+            (
+                torch.tensor([example.input_ids], device=device),
+                torch.tensor([example.labels], device=device),
+            )
+        )
+    config = LoraConfig(
+        r=16,
+        lora_alpha=32,
+        lora_dropout=0.0,
+        task_type="CAUSAL_LM",
+        target_modules=[
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ],
+    )
     model = get_peft_model(model, config)
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
@@ -199,8 +251,12 @@ def child(kind: str, folder: Path, work: Path, args) -> dict:
         b, trainable_b = bare(folder, work / "bare", args.device)
         o, trainable_o = ours(folder, work / "ours", args.device)
         (bare_s, _), (ours_s, ours_wall) = timed(args.steps, args.device, b, o)
-        return {"bare": 1 / bare_s, "ours": 1 / ours_s, "ours_wall": 1 / ours_wall,
-                "trainable": [trainable_b, trainable_o]}  # fmt: skip
+        return {
+            "bare": 1 / bare_s,
+            "ours": 1 / ours_s,
+            "ours_wall": 1 / ours_wall,
+            "trainable": [trainable_b, trainable_o],
+        }
     step, _ = (ours if kind == "ours" else bare)(folder, work, args.device)
     with PeakMemory(args.device) as memory:
         timed(args.steps, args.device, step)
@@ -234,33 +290,56 @@ def main() -> None:
         results = {}
         for name in names:
             out = subprocess.run(
-                [sys.executable, __file__, "--child", name, "--model", str(folder),
-                 "--steps", str(args.steps), "--device", args.device,
-                 "--threads", str(args.threads)],
-                capture_output=True, text=True, check=True, env={**os.environ, **MALLOC},
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    name,
+                    "--model",
+                    str(folder),
+                    "--steps",
+                    str(args.steps),
+                    "--device",
+                    args.device,
+                    "--threads",
+                    str(args.threads),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, **MALLOC},
+            )
             results[name] = json.loads(out.stdout.strip().splitlines()[-1])
     paired, memory = results["paired"], {k: results[k]["memory"] for k in ("bare", "ours")}
     trainable_b, trainable_o = paired["trainable"]
     timer = "thread CPU time" if clock(args.device) is time.thread_time else "wall time"
-    print(f"device {args.device} (torch threads {args.threads or torch.get_num_threads()}, "
-          f"{timer}), float32, planner {WIDE} ({size / 1e6:.1f} M parameters), songs of "
-          f"{SECONDS} s ({SECONDS * 5} codes), LoRA rank 16 on 7 projections x "
-          f"{WIDE['num_hidden_layers']} layers ({trainable_o} parameters; bare: "
-          f"{trainable_b}), AdamW, one song a step")  # fmt: skip
-    print(f"bare transformers + PEFT loop: {paired['bare']:.2f} steps/s, "
-          f"+{memory['bare'] / 2**20:.1f} MiB")  # fmt: skip
-    print(f"tunesmith planner step:        {paired['ours']:.2f} steps/s, "
-          f"+{memory['ours'] / 2**20:.1f} MiB")  # fmt: skip
-    print(f"time ratio (ours/bare): {paired['bare'] / paired['ours']:.3f}  (goal ≤ 1.05, "
-          "steps alternated in one process)")  # fmt: skip
-    print(f"memory ratio (ours/bare): {memory['ours'] / max(memory['bare'], 1):.3f}  "
-          "(goal ≤ 1.10)")  # fmt: skip
+    print(
+        f"device {args.device} (torch threads {args.threads or torch.get_num_threads()}, "
+        f"{timer}), float32, planner {WIDE} ({size / 1e6:.1f} M parameters), songs of "
+        f"{SECONDS} s ({SECONDS * 5} codes), LoRA rank 16 on 7 projections x "
+        f"{WIDE['num_hidden_layers']} layers ({trainable_o} parameters; bare: "
+        f"{trainable_b}), AdamW, one song a step"
+    )
+    print(
+        f"bare transformers + PEFT loop: {paired['bare']:.2f} steps/s, "
+        f"+{memory['bare'] / 2**20:.1f} MiB"
+    )
+    print(
+        f"tunesmith planner step:        {paired['ours']:.2f} steps/s, "
+        f"+{memory['ours'] / 2**20:.1f} MiB"
+    )
+    print(
+        f"time ratio (ours/bare): {paired['bare'] / paired['ours']:.3f}  (goal ≤ 1.05, "
+        "steps alternated in one process)"
+    )
+    print(f"memory ratio (ours/bare): {memory['ours'] / max(memory['bare'], 1):.3f}  (goal ≤ 1.10)")
     if "mlx" in results:
         m, t = results["mlx"]["wall_steps_per_second"], paired["ours_wall"]
-        print(f"MLX ({results['mlx']['device']}, mlx-lm) {m:.2f} steps/s against torch "
-              f"({args.device}) {t:.2f} steps/s, wall time: time ratio (MLX/torch) {t / m:.3f} "
-              "(not a goal on a Linux CPU)")  # fmt: skip
+        print(
+            f"MLX ({results['mlx']['device']}, mlx-lm) {m:.2f} steps/s against torch "
+            f"({args.device}) {t:.2f} steps/s, wall time: time ratio (MLX/torch) {t / m:.3f} "
+            "(not a goal on a Linux CPU)"
+        )
 
 
 if __name__ == "__main__":

@@ -89,8 +89,14 @@ def measure(n: int, root: Path, models: Path, quick: bool = False) -> dict:
     reference = reference_edit(n, touched, root / "reference", models)
     edit_rebuild_datasets(root / "datasets", n, touched)
     edit = tunesmith_run(env, "1 % edit")
-    return {"n": n, "touched": touched, "first": first, "rebuild": rebuild, "edit": edit,
-            "reference": reference}  # fmt: skip
+    return {
+        "n": n,
+        "touched": touched,
+        "first": first,
+        "rebuild": rebuild,
+        "edit": edit,
+        "reference": reference,
+    }
 
 
 def roots_env(root: Path, models: Path) -> dict[str, str]:
@@ -160,8 +166,16 @@ def runs_since(home: Path, since: float, samples: list[tuple[float, float]]) -> 
     and stage: the stage's metadata and the peak of `samples` while its step ran."""
     import dagster as dg
 
-    totals = {"runs": 0, "run_seconds": 0.0, "asset_seconds": 0.0, "stage_seconds": 0.0,
-              "events": 0, "event_log_kb": 0.0, "computed": 0, "stages": {}}  # fmt: skip
+    totals = {
+        "runs": 0,
+        "run_seconds": 0.0,
+        "asset_seconds": 0.0,
+        "stage_seconds": 0.0,
+        "events": 0,
+        "event_log_kb": 0.0,
+        "computed": 0,
+        "stages": {},
+    }
     instance = dg.DagsterInstance.from_config(str(home))
     try:
         for record in instance.get_run_records(
@@ -303,14 +317,21 @@ def report(results: dict[int, dict], workers: dict) -> None:
             if "edit" in r
             else " (--quick: the pictures' first build)"
         )
-        print(f"\nN = {n}: {n} clips and {n} pictures{edit}")  # fmt: skip
-        print("  first build  " + "".join(f"{d + ' s/item':>17}{'peak MB':>9}{'added':>7}"
-                                          for d in DATASETS))  # fmt: skip
+        print(f"\nN = {n}: {n} clips and {n} pictures{edit}")
+        print(
+            "  first build  "
+            + "".join(f"{d + ' s/item':>17}{'peak MB':>9}{'added':>7}" for d in DATASETS)
+        )
         for name in STAGES:
             cells = [stage(r, d, name) for d in DATASETS]
-            print(f"  {name:<12} " + "".join(
-                f"{c['seconds'] / n:>17.4f}{c['peak_mb']:>9.0f}{c['peak_mb'] - c['start_mb']:>7.0f}"
-                for c in cells))  # fmt: skip
+            print(
+                f"  {name:<12} "
+                + "".join(
+                    f"{c['seconds'] / n:>17.4f}{c['peak_mb']:>9.0f}"
+                    f"{c['peak_mb'] - c['start_mb']:>7.0f}"
+                    for c in cells
+                )
+            )
         first = r["first"]
         print(
             f"  first build: {first['wall']:.1f} s (the command; runs {first['run_seconds']:.1f} s)"
@@ -320,47 +341,61 @@ def report(results: dict[int, dict], workers: dict) -> None:
         rb, ed, ref = r["rebuild"], r["edit"], r["reference"]
         print_build("no-change rebuild", rb, first)
         print_build("1 % edit", ed, first)
-        print(f"    the same change on datasets of the touched items alone: {ref['wall']:.2f} s; "
-              f"ratio {ed['wall'] / ref['wall']:.2f} (goal ≤ 2)")  # fmt: skip
+        print(
+            f"    the same change on datasets of the touched items alone: {ref['wall']:.2f} s; "
+            f"ratio {ed['wall'] / ref['wall']:.2f} (goal ≤ 2)"
+        )
     if len(sizes) > 1:
         print_slopes(results, sizes)
     sec = workers["seconds"]
-    print(f"\nanalysis of {workers['n']} songs (labels stage's pool): 1 worker {sec[1]:.1f} s, "
-          f"2 workers {sec[2]:.1f} s, {workers['speedup']:.2f}x (goal ≥ 1.7x)")  # fmt: skip
+    print(
+        f"\nanalysis of {workers['n']} songs (labels stage's pool): 1 worker {sec[1]:.1f} s, "
+        f"2 workers {sec[2]:.1f} s, {workers['speedup']:.2f}x (goal ≥ 1.7x)"
+    )
 
 
 def print_build(what: str, build: dict, first: dict) -> None:
     outside = build["wall"] - build["run_seconds"]
     dagster = build["run_seconds"] - build["asset_seconds"]
-    print(f"  {what}: {build['wall']:.2f} s = outside the runs {outside:.2f} + Dagster "
-          f"{dagster:.2f} + asset functions {build['asset_seconds']:.2f} (the stages' own "
-          f"{build['stage_seconds']:.2f}); {build['computed']} items computed")  # fmt: skip
-    print(f"    against the first build {build['wall'] / first['wall']:.4f} (runs only "
-          f"{build['run_seconds'] / first['run_seconds']:.4f}); Dagster's share "
-          f"{dagster / build['wall']:.2f}; per run {build['events'] / build['runs']:.0f} events, "
-          f"{build['event_log_kb'] / build['runs']:.0f} KB of event log")  # fmt: skip
+    print(
+        f"  {what}: {build['wall']:.2f} s = outside the runs {outside:.2f} + Dagster "
+        f"{dagster:.2f} + asset functions {build['asset_seconds']:.2f} (the stages' own "
+        f"{build['stage_seconds']:.2f}); {build['computed']} items computed"
+    )
+    print(
+        f"    against the first build {build['wall'] / first['wall']:.4f} (runs only "
+        f"{build['run_seconds'] / first['run_seconds']:.4f}); Dagster's share "
+        f"{dagster / build['wall']:.2f}; per run {build['events'] / build['runs']:.0f} events, "
+        f"{build['event_log_kb'] / build['runs']:.0f} KB of event log"
+    )
 
 
 def print_slopes(results: dict[int, dict], sizes: list[int]) -> None:
-    print(f"\nslopes of log(value) against log(N) over N = {', '.join(map(str, sizes))} "
-          "(0: flat, 1: grows like N)")  # fmt: skip
+    print(
+        f"\nslopes of log(value) against log(N) over N = {', '.join(map(str, sizes))} "
+        "(0: flat, 1: grows like N)"
+    )
     for d in DATASETS:
         for name in STAGES:
             per_item = [stage(results[n], d, name)["seconds"] / n for n in sizes]
             peak = [stage(results[n], d, name)["peak_mb"] for n in sizes]
-            print(f"  first build {d:<9}{name:<10} s/item {slope(sizes, per_item):+.2f}  "
-                  f"peak RSS {slope(sizes, peak):+.2f}")  # fmt: skip
+            print(
+                f"  first build {d:<9}{name:<10} s/item {slope(sizes, per_item):+.2f}  "
+                f"peak RSS {slope(sizes, peak):+.2f}"
+            )
     for what, key in (("no-change rebuild", "rebuild"), ("1 % edit", "edit")):
         keys = ("wall", "run_seconds", "asset_seconds", "events", "event_log_kb")
         series = {k: [results[n][key][k] for n in sizes] for k in keys}
         dagster = [
             a - b for a, b in zip(series["run_seconds"], series["asset_seconds"], strict=True)
         ]
-        print(f"  {what:<18} wall {slope(sizes, series['wall']):+.2f}  Dagster "
-              f"{slope(sizes, dagster):+.2f}  asset functions "
-              f"{slope(sizes, series['asset_seconds']):+.2f}  events "
-              f"{slope(sizes, series['events']):+.2f}  event log "
-              f"{slope(sizes, series['event_log_kb']):+.2f}")  # fmt: skip
+        print(
+            f"  {what:<18} wall {slope(sizes, series['wall']):+.2f}  Dagster "
+            f"{slope(sizes, dagster):+.2f}  asset functions "
+            f"{slope(sizes, series['asset_seconds']):+.2f}  events "
+            f"{slope(sizes, series['events']):+.2f}  event log "
+            f"{slope(sizes, series['event_log_kb']):+.2f}"
+        )
     ratio = [results[n]["edit"]["wall"] / results[n]["reference"]["wall"] for n in sizes]
     print(f"  1 % edit against the touched items alone: {slope(sizes, ratio):+.2f}")
 

@@ -140,12 +140,16 @@ def pictures(folder: Path):
     g = torch.Generator().manual_seed(1)
     ids = time_ids((SIZE, SIZE), (0, 0), (SIZE, SIZE))
     return [
-        Picture(torch.randn(4, LATENT, LATENT, generator=g),
-                torch.randn(4, LATENT, LATENT, generator=g) * 0.1 - 6,  # a VAE's: small σ
-                torch.randn(77, unet["cross_attention_dim"], generator=g),
-                torch.randn(encoder_2["projection_dim"], generator=g), ids, f"p{i}.png")
+        Picture(
+            torch.randn(4, LATENT, LATENT, generator=g),
+            torch.randn(4, LATENT, LATENT, generator=g) * 0.1 - 6,  # a VAE's: small σ
+            torch.randn(77, unet["cross_attention_dim"], generator=g),
+            torch.randn(encoder_2["projection_dim"], generator=g),
+            ids,
+            f"p{i}.png",
+        )
         for i in range(PICTURES)
-    ]  # fmt: skip
+    ]
 
 
 def ours(folder: Path, steps: int, device: str, dtype: torch.dtype) -> dict:
@@ -172,8 +176,11 @@ def ours(folder: Path, steps: int, device: str, dtype: torch.dtype) -> dict:
                 torch.cuda.synchronize()
             if step >= WARMUP:  # the first step also checks every B's gradient
                 seconds.append(now() - start)
-    return {"steps_per_second": 1 / statistics.median(seconds), "memory": memory.added,
-            "targets": len(lora.named_factors())}  # fmt: skip
+    return {
+        "steps_per_second": 1 / statistics.median(seconds),
+        "memory": memory.added,
+        "targets": len(lora.named_factors()),
+    }
 
 
 def bare(folder: Path, steps: int, device: str, dtype: torch.dtype) -> dict:
@@ -187,8 +194,9 @@ def bare(folder: Path, steps: int, device: str, dtype: torch.dtype) -> dict:
     scaling_factor = json.loads((folder / "vae" / "config.json").read_text())["scaling_factor"]
     unet.requires_grad_(False)
     targets = ["to_q", "to_k", "to_v", "to_out.0"]
-    unet.add_adapter(LoraConfig(r=RANK, lora_alpha=RANK, target_modules=targets,
-                                init_lora_weights=True))  # fmt: skip
+    unet.add_adapter(
+        LoraConfig(r=RANK, lora_alpha=RANK, target_modules=targets, init_lora_weights=True)
+    )
     params = [p for p in unet.parameters() if p.requires_grad]
     for p in params:
         p.data = p.data.float()  # diffusers' cast_training_params
@@ -212,9 +220,13 @@ def bare(folder: Path, steps: int, device: str, dtype: torch.dtype) -> dict:
             t = torch.randint(0, scheduler.config.num_train_timesteps, (BATCH,), device=device)
             noise = torch.randn_like(x0)
             noisy = scheduler.add_noise(x0, noise, t)
-            prediction = unet(noisy.to(dtype), t, embeds[i],
-                              added_cond_kwargs={"text_embeds": pooled[i], "time_ids": ids[i]},
-                              return_dict=False)[0]  # fmt: skip
+            prediction = unet(
+                noisy.to(dtype),
+                t,
+                embeds[i],
+                added_cond_kwargs={"text_embeds": pooled[i], "time_ids": ids[i]},
+                return_dict=False,
+            )[0]
             loss = F.mse_loss(prediction.float(), noise.float(), reduction="mean")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -224,8 +236,11 @@ def bare(folder: Path, steps: int, device: str, dtype: torch.dtype) -> dict:
             if step >= WARMUP:
                 seconds.append(now() - start)
     adapted = sum(1 for module in unet.modules() if hasattr(module, "lora_A"))
-    return {"steps_per_second": 1 / statistics.median(seconds), "memory": memory.added,
-            "targets": adapted}  # fmt: skip
+    return {
+        "steps_per_second": 1 / statistics.median(seconds),
+        "memory": memory.added,
+        "targets": adapted,
+    }
 
 
 def main() -> None:
@@ -252,11 +267,27 @@ def main() -> None:
         results = {}
         for name in ("bare", "ours") * ROUNDS:  # interleaved: load drifts hit both
             out = subprocess.run(
-                [sys.executable, __file__, "--child", name, "--model", str(folder),
-                 "--steps", str(args.steps), "--device", args.device, "--dtype", args.dtype,
-                 "--threads", str(args.threads)],
-                capture_output=True, text=True, check=True, env={**os.environ, **MALLOC},
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    name,
+                    "--model",
+                    str(folder),
+                    "--steps",
+                    str(args.steps),
+                    "--device",
+                    args.device,
+                    "--dtype",
+                    args.dtype,
+                    "--threads",
+                    str(args.threads),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, **MALLOC},
+            )
             result = json.loads(out.stdout.strip().splitlines()[-1])
             best = results.get(name)
             if best is None or result["steps_per_second"] > best["steps_per_second"]:
@@ -264,10 +295,12 @@ def main() -> None:
     b, o = results["bare"], results["ours"]
     threads = args.threads or torch.get_num_threads()
     timer = "thread CPU time" if clock(args.device) is time.thread_time else "wall time"
-    print(f"device {args.device} (torch threads {threads}, {timer}), {args.dtype}, "
-          f"UNet {UNET} ({size / 1e6:.1f} M parameters), batch {BATCH}, "
-          f"{SIZE}² pictures ({LATENT}² latents), lora rank {RANK}, "
-          f"{o['targets']} adapted layers (bare: {b['targets']})")  # fmt: skip
+    print(
+        f"device {args.device} (torch threads {threads}, {timer}), {args.dtype}, "
+        f"UNet {UNET} ({size / 1e6:.1f} M parameters), batch {BATCH}, "
+        f"{SIZE}² pictures ({LATENT}² latents), lora rank {RANK}, "
+        f"{o['targets']} adapted layers (bare: {b['targets']})"
+    )
     print(
         f"bare diffusers + PEFT loop: {b['steps_per_second']:.2f} steps/s, "
         f"+{b['memory'] / 2**20:.1f} MiB"

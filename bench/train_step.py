@@ -73,10 +73,15 @@ def items(n: int = 6):
 
     g = torch.Generator().manual_seed(1)
     return [
-        Item(f"s{i}.wav", torch.randn(16, 400, generator=g), torch.ones(400, dtype=torch.bool),
-             400 * 4096 / 44100, (f"Title: s{i}", "Genre: house"))
+        Item(
+            f"s{i}.wav",
+            torch.randn(16, 400, generator=g),
+            torch.ones(400, dtype=torch.bool),
+            400 * 4096 / 44100,
+            (f"Title: s{i}", "Genre: house"),
+        )
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def ours(folder: Path, steps: int, device: str, dtype: str) -> dict:
@@ -88,18 +93,30 @@ def ours(folder: Path, steps: int, device: str, dtype: str) -> dict:
     from tunesmith.train.loop import train
 
     run = RunConfig(
-        "bench", "stable-audio-3", str(folder), "zq",
+        "bench",
+        "stable-audio-3",
+        str(folder),
+        "zq",
         AdapterConfig(type="lora", rank=RANK),
-        TrainConfig(steps=steps, batch_size=BATCH, latent_crop_length=CROP, lr=1e-4,
-                    eval_every=10**6, checkpoint_every=10**6),
-    )  # fmt: skip
+        TrainConfig(
+            steps=steps,
+            batch_size=BATCH,
+            latent_crop_length=CROP,
+            lr=1e-4,
+            eval_every=10**6,
+            checkpoint_every=10**6,
+        ),
+    )
     placement = Placement("torch", device, dtype, "bench")
     with tempfile.TemporaryDirectory() as tmp, open("/dev/null", "w") as sink:
         trainer = TorchTrainer(run, folder, items(), Path(tmp), placement, {})
         with PeakRSS() as memory:
             result = train(trainer, Path(tmp), log=lambda s: None, progress=sink)
-    return {"steps_per_second": result.steps_per_second, "memory": _memory(memory, device),
-            "targets": len(trainer.objective.targets)}  # fmt: skip
+    return {
+        "steps_per_second": result.steps_per_second,
+        "memory": _memory(memory, device),
+        "targets": len(trainer.objective.targets),
+    }
 
 
 def bare(folder: Path, steps: int, device: str, dtype: str) -> dict:
@@ -109,8 +126,11 @@ def bare(folder: Path, steps: int, device: str, dtype: str) -> dict:
 
     pipe = load_pipeline(folder, getattr(torch, dtype), device)
     dit = pipe.transformer
-    targets = [n for n, m in dit.named_modules() if ".transformer_blocks." in f".{n}"
-               and isinstance(m, torch.nn.Linear | torch.nn.Conv1d)]  # fmt: skip
+    targets = [
+        n
+        for n, m in dit.named_modules()
+        if ".transformer_blocks." in f".{n}" and isinstance(m, torch.nn.Linear | torch.nn.Conv1d)
+    ]
     dit.requires_grad_(False)
     inject_adapter_in_model(LoraConfig(r=RANK, lora_alpha=RANK, target_modules=targets), dit)
     params = [p for p in dit.parameters() if p.requires_grad]
@@ -147,8 +167,11 @@ def bare(folder: Path, steps: int, device: str, dtype: str) -> dict:
                 torch.cuda.synchronize()
             if step >= 3:  # ours also warms up on its first batches (prompt cache)
                 elapsed += time.perf_counter() - start
-    return {"steps_per_second": steps / elapsed, "memory": _memory(memory, device),
-            "targets": len(targets)}  # fmt: skip
+    return {
+        "steps_per_second": steps / elapsed,
+        "memory": _memory(memory, device),
+        "targets": len(targets),
+    }
 
 
 def _memory(memory: PeakRSS, device: str) -> int:
@@ -174,18 +197,34 @@ def main() -> None:
         results = {}
         for name in ("bare", "ours", "bare", "ours"):  # interleaved: load drifts hit both
             out = subprocess.run(
-                [sys.executable, __file__, "--child", name, "--model", str(folder),
-                 "--steps", str(args.steps), "--device", args.device, "--dtype", args.dtype],
-                capture_output=True, text=True, check=True,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    name,
+                    "--model",
+                    str(folder),
+                    "--steps",
+                    str(args.steps),
+                    "--device",
+                    args.device,
+                    "--dtype",
+                    args.dtype,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             result = json.loads(out.stdout.strip().splitlines()[-1])
             best = results.get(name)
             if best is None or result["steps_per_second"] > best["steps_per_second"]:
                 results[name] = result
     b, o = results["bare"], results["ours"]
-    print(f"device {args.device}, {args.dtype}, DiT {DIT}, batch {BATCH}, crop {CROP}, "
-          f"lora rank {RANK}, "
-          f"{o['targets']} adapted layers (bare: {b['targets']})")  # fmt: skip
+    print(
+        f"device {args.device}, {args.dtype}, DiT {DIT}, batch {BATCH}, crop {CROP}, "
+        f"lora rank {RANK}, "
+        f"{o['targets']} adapted layers (bare: {b['targets']})"
+    )
     print(
         f"bare diffusers + PEFT loop: {b['steps_per_second']:.2f} steps/s, "
         f"+{b['memory'] / 2**20:.1f} MiB"

@@ -208,8 +208,18 @@ def ui(port: int) -> int:
     from pipelines.instance import open_instance
 
     open_instance()
-    command = [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p", str(port),
-               "-m", "pipelines.definitions"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "dagster",
+        "dev",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-m",
+        "pipelines.definitions",
+    ]
     child = subprocess.Popen(command, start_new_session=True)
     stopping: list[int] = []
 

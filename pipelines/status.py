@@ -46,8 +46,17 @@ def status(names: list[str]) -> int:
 
 
 # Columns of the stage tables that name files a build wrote.
-OUTPUT_COLUMNS = ("latents", "sidecar", "best_path", "last_path", "wav", "mp3", "spectrogram",
-                  "image", "page")  # fmt: skip
+OUTPUT_COLUMNS = (
+    "latents",
+    "sidecar",
+    "best_path",
+    "last_path",
+    "wav",
+    "mp3",
+    "spectrogram",
+    "image",
+    "page",
+)
 
 
 def _lost_output(out: Path, stage: str) -> str:

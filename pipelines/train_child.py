@@ -110,10 +110,27 @@ def torchrun_args(train, node_rank: int, launch_path: Path) -> list[str]:
         where = ["--standalone"]  # one machine: a free port on localhost
     else:
         host, _, port = train.master_addr.partition(":")
-        where = ["--nnodes", str(train.nodes), "--node-rank", str(node_rank),
-                 "--master-addr", host, "--master-port", port or "29500"]  # fmt: skip
-    return [*where, "--nproc-per-node", str(train.devices), "--max-restarts", "0",
-            "--module", "pipelines.train_child", "--rank", str(launch_path)]  # fmt: skip
+        where = [
+            "--nnodes",
+            str(train.nodes),
+            "--node-rank",
+            str(node_rank),
+            "--master-addr",
+            host,
+            "--master-port",
+            port or "29500",
+        ]
+    return [
+        *where,
+        "--nproc-per-node",
+        str(train.devices),
+        "--max-restarts",
+        "0",
+        "--module",
+        "pipelines.train_child",
+        "--rank",
+        str(launch_path),
+    ]
 
 
 def launch(extras: dict, node_rank: int, log) -> None:
@@ -139,8 +156,10 @@ def launch(extras: dict, node_rank: int, log) -> None:
             old.unlink()
         atomic_write_json(launch_path, extras)
     launcher = "mlx.launch" if mlx else "torchrun"
-    log(f"{run.name}: {run.train.devices} process(es) on node {node_rank} of {run.train.nodes} "
-        f"under {launcher}, {world_size(run.train)} in all")  # fmt: skip
+    log(
+        f"{run.name}: {run.train.devices} process(es) on node {node_rank} of {run.train.nodes} "
+        f"under {launcher}, {world_size(run.train)} in all"
+    )
     forward = _Forward(ranks, log)
     forward.start()
     try:
@@ -170,9 +189,21 @@ def mlx_launch_args(devices: int, port: int, launch_path: Path) -> list[str]:
     launcher = mlx_launcher()
     if launcher is None:
         raise TrainingError("mlx.launch is not installed beside this Python nor on PATH")
-    return [launcher, "--backend", "ring", "-n", str(devices), "--starting-port",
-            str(port), "--", sys.executable, "-m", "pipelines.train_child", "--rank",
-            str(launch_path)]  # fmt: skip
+    return [
+        launcher,
+        "--backend",
+        "ring",
+        "-n",
+        str(devices),
+        "--starting-port",
+        str(port),
+        "--",
+        sys.executable,
+        "-m",
+        "pipelines.train_child",
+        "--rank",
+        str(launch_path),
+    ]
 
 
 def mlx_launch(run, launch_path: Path, ranks: Path) -> None:
@@ -280,8 +311,10 @@ def rank_main(launch_path: Path) -> int:
             out.write(line + "\n")
             out.flush()
 
-        log(f"rank {rank} of {world} on {socket.gethostname()} (pid {os.getpid()}, "
-            f"{placement}) started")  # fmt: skip
+        log(
+            f"rank {rank} of {world} on {socket.gethostname()} (pid {os.getpid()}, "
+            f"{placement}) started"
+        )
         try:
             rank_train(extras, placement, log)
         except EXPECTED as exc:
@@ -311,8 +344,12 @@ def rank_train(extras: dict, placement: Placement, log) -> None:
         return
     with open(run_dir / "train.log", "a", encoding="utf-8") as progress:
         result = loop.train(trainer, run_dir, log=log, progress=progress)
-    document = {**result.as_dict(), "placement": str(placement), "family": run.family,
-                "world_size": distributed.rank_and_world()[1]}  # fmt: skip
+    document = {
+        **result.as_dict(),
+        "placement": str(placement),
+        "family": run.family,
+        "world_size": distributed.rank_and_world()[1],
+    }
     atomic_write_json(Path(extras["result_path"]), document)
 
 

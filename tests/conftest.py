@@ -41,8 +41,11 @@ def write_image(path: Path, size=(64, 48), colour=(200, 80, 40)) -> Path:
 
 def tree_bytes(folder: Path) -> dict[str, bytes]:
     """Every file under `folder` by its relative path, with its bytes."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def refuse_model(*args, **kwargs):
@@ -164,11 +167,21 @@ def build_in_a_process(storage, dataset: str, home: Path) -> list[str]:
     its instance in `home`), assert it computed nothing, and return the HEAVY modules it
     imported."""
     home.mkdir()
-    env = dict(os.environ, DAGSTER_HOME=str(home), TUNESMITH_DATASETS=storage.datasets_root,
-               TUNESMITH_OUT=storage.out_root, TUNESMITH_STORE=storage.store_root,
-               TUNESMITH_MODELS=storage.models_root)  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", BUILD_AND_SAY, dataset], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    env = dict(
+        os.environ,
+        DAGSTER_HOME=str(home),
+        TUNESMITH_DATASETS=storage.datasets_root,
+        TUNESMITH_OUT=storage.out_root,
+        TUNESMITH_STORE=storage.store_root,
+        TUNESMITH_MODELS=storage.models_root,
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", BUILD_AND_SAY, dataset],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     stages = [line.split() for line in done.stdout.splitlines() if " computed " in line]
     assert stages and all(words[words.index("computed") + 1] == "0" for words in stages), (

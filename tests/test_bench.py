@@ -26,14 +26,21 @@ SHORT = {
 
 def test_every_benchmark_make_bench_runs_is_covered():
     makefile = (BENCH.parent / "Makefile").read_text()
-    listed = {line.split("bench/")[1].split()[0] for line in makefile.splitlines()
-              if "python bench/" in line}  # fmt: skip
+    listed = {
+        line.split("bench/")[1].split()[0]
+        for line in makefile.splitlines()
+        if "python bench/" in line
+    }
     assert listed == set(SHORT)
 
 
 @pytest.mark.parametrize("script", sorted(SHORT))
 def test_the_benchmark_runs_to_the_end(script):
-    done = subprocess.run([sys.executable, str(BENCH / script), *SHORT[script]],
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *SHORT[script]],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert done.stdout.strip(), "the benchmark printed nothing"

@@ -40,6 +40,9 @@ def test_every_path_a_document_names_exists():
 
 
 def test_nothing_points_outside_the_repository():
-    found = [f"{path.relative_to(ROOT)}: {m.group(0)}" for path, text in _documents()
-             for m in OUTSIDE.finditer(text)]  # fmt: skip
+    found = [
+        f"{path.relative_to(ROOT)}: {m.group(0)}"
+        for path, text in _documents()
+        for m in OUTSIDE.finditer(text)
+    ]
     assert found == []

@@ -26,9 +26,14 @@ def test_a_second_examples_command_checks_and_writes_nothing_but_a_change_is_res
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, TUNESMITH_DATASETS=str(tmp_path / "datasets"),
-               TUNESMITH_MODELS=str(tmp_path / "models"), TUNESMITH_STORE=str(tmp_path / "store"),
-               TUNESMITH_OUT=str(tmp_path / "out"), PYTHONPATH=str(root))  # fmt: skip
+    env = dict(
+        os.environ,
+        TUNESMITH_DATASETS=str(tmp_path / "datasets"),
+        TUNESMITH_MODELS=str(tmp_path / "models"),
+        TUNESMITH_STORE=str(tmp_path / "store"),
+        TUNESMITH_OUT=str(tmp_path / "out"),
+        PYTHONPATH=str(root),
+    )
     probe = (
         "import sys, runpy; sys.argv = ['tunesmith', 'examples']\n"
         "try:\n    runpy.run_module('pipelines.cli', run_name='__main__')\n"
@@ -38,8 +43,14 @@ def test_a_second_examples_command_checks_and_writes_nothing_but_a_change_is_res
     )
 
     def examples() -> str:
-        done = subprocess.run([sys.executable, "-c", probe], cwd=root, env=env,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout
 

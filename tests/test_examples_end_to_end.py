@@ -60,8 +60,12 @@ def test_rings_are_labelled_encoded_and_the_adapter_beats_the_base_model_beside_
     assert run["family"] == "sdxl" and run["steps"] == 200
     assert Path(run["best_path"]).name == "rings-lora.safetensors"
     assert Path(run["best_path"]).with_suffix(".kohya.safetensors").exists()
-    assert md["checks"] == {"underfit_contract": True, "sdxl_files": True, "ace_step_files": True,
-                            "ace_step_planner_files": True}  # fmt: skip
+    assert md["checks"] == {
+        "underfit_contract": True,
+        "sdxl_files": True,
+        "ace_step_files": True,
+        "ace_step_planner_files": True,
+    }
     assert md["renders"]["computed"] == 4
     assert all(Path(r["image"]).suffix == ".png" and r["wav"] is None for r in report["renders"])
     (page,) = report["auditions"]

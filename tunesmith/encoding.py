@@ -301,8 +301,9 @@ class _Base:
         """Each unit's published files (once per path and setting); those that encode."""
         kept_units = []
         for unit, value in units:
-            mine = {run: p[unit.item["path"]] for run, p in prepared.items()
-                    if unit.item["path"] in p}  # fmt: skip
+            mine = {
+                run: p[unit.item["path"]] for run, p in prepared.items() if unit.item["path"] in p
+            }
             publish = functools.partial(self.encoder.publish, unit, value, mine)
             try:
                 written, _ = self.store.provide(
@@ -350,8 +351,10 @@ class _Base:
             return encode_batches(part, self.model, planned, self.store)
         shares = deal(planned, self.request.workers)
         which = "text" if part is self.encoder.text_encoder else "item"
-        tasks = [(self.encoder, which, share, self.store.root, number)
-                 for number, share in enumerate(shares)]  # fmt: skip
+        tasks = [
+            (self.encoder, which, share, self.store.root, number)
+            for number, share in enumerate(shares)
+        ]
         failed, made = {}, set()
         for part_failed, part_made in self.processes(_encode_share, tasks):
             failed.update(part_failed)

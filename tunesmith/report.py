@@ -48,9 +48,9 @@ def report_path(dataset_out: Path) -> Path:
 
 def write_stage(dataset_out: Path, result: StageResult) -> Path:
     """Put one stage's section into report.json, keeping the other stages' sections."""
-    return update_report(dataset_out, lambda r: r.setdefault("stages", {}).update(
-        {result.stage: result.as_dict()}
-    ))  # fmt: skip
+    return update_report(
+        dataset_out, lambda r: r.setdefault("stages", {}).update({result.stage: result.as_dict()})
+    )
 
 
 def update_report(dataset_out: Path, change: Callable[[dict[str, Any]], None]) -> Path:

@@ -150,8 +150,11 @@ def test_both_loaders_reproduce_the_tiny_ace_step_dit(tmp_path):
         return AceStepTransformer1DModel(**TINY_ACE_STEP_CONFIG["transformer"]).eval()
 
     ours = dit()
-    targets = [n for n, m in ours.named_modules() if isinstance(m, nn.Linear) and
-               (".self_attn." in n or ".cross_attn." in n or ".mlp." in n)]  # fmt: skip
+    targets = [
+        n
+        for n, m in ours.named_modules()
+        if isinstance(m, nn.Linear) and (".self_attn." in n or ".cross_attn." in n or ".mlp." in n)
+    ]
     assert len(targets) == 22
     attach(ours, targets, 512, 512.0, 6)
     g = torch.Generator().manual_seed(2)

@@ -87,8 +87,9 @@ def test_shapes_output_and_gradients_equal_peft_lokr_layer(case):
     in_f, out_f, dim, factor = case
     ours = randomized(lokr(*case))
     config = peft.LoKrConfig(r=dim, alpha=1.5 * dim, decompose_factor=factor)
-    theirs = peft_lokr.Linear(copy.deepcopy(ours.base_layer), "default", config, r=dim,
-                              alpha=1.5 * dim)  # fmt: skip
+    theirs = peft_lokr.Linear(
+        copy.deepcopy(ours.base_layer), "default", config, r=dim, alpha=1.5 * dim
+    )
     for name, p in ours.factors().items():
         peft_param = getattr(theirs, name)["default"]
         assert peft_param.shape == p.shape, name
@@ -192,8 +193,15 @@ def test_attach_freezes_the_model_and_trains_the_factors():
     attached = attach(model, ["0", "2"], 512, 512.0, 6)  # HOT-Step's dim, alpha and factor
     assert set(attached) == {"0", "2"}
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
-    assert trainable == ["0.adapter.lokr_w1", "0.adapter.lokr_w2", "2.adapter.lokr_w1",
-                         "2.adapter.lokr_w2"]  # fmt: skip
+    assert trainable == [
+        "0.adapter.lokr_w1",
+        "0.adapter.lokr_w2",
+        "2.adapter.lokr_w1",
+        "2.adapter.lokr_w2",
+    ]
     assert [tuple(p.shape) for _, p in named_adapter_parameters(model)] == [
-        (4, 4), (16, 8), (4, 4), (8, 16)  # 32 = 4 x 8, 64 = 4 x 16 under factor 6
-    ]  # fmt: skip
+        (4, 4),
+        (16, 8),
+        (4, 4),
+        (8, 16),  # 32 = 4 x 8, 64 = 4 x 16 under factor 6
+    ]

@@ -15,9 +15,21 @@ import soundfile as sf
 from tunesmith.analysis.audio import PITCH_CLASSES, AudioDecodeError, analyze_audio
 from tunesmith.examples.loops import LOOPS, make_loops, render_loop
 
-KEYS = {"duration", "sample_rate", "channels", "bpm", "bpm_confidence", "tempo_confidence",
-        "key", "scale", "key_strength", "key_confidence", "loudness_lufs", "tempo",
-        "key_detail"}  # fmt: skip
+KEYS = {
+    "duration",
+    "sample_rate",
+    "channels",
+    "bpm",
+    "bpm_confidence",
+    "tempo_confidence",
+    "key",
+    "scale",
+    "key_strength",
+    "key_confidence",
+    "loudness_lufs",
+    "tempo",
+    "key_detail",
+}
 UNDERFIT_TAGS = {"title", "artist", "album", "genre", "label", "date", "composer", "bpm", "prompt"}
 
 
@@ -163,14 +175,18 @@ def test_bad_files_raise_decode_error_naming_the_file(
 
 
 def test_labels_are_the_promised_mix(loops_dir: Path) -> None:
-    by_labels = {kind: [s for s in LOOPS if s.labels == kind] for kind in
-                 ("txt", "json", "json+txt", "id3", "flac")}  # fmt: skip
+    by_labels = {
+        kind: [s for s in LOOPS if s.labels == kind]
+        for kind in ("txt", "json", "json+txt", "id3", "flac")
+    }
     assert all(len(specs) >= 1 for specs in by_labels.values()), by_labels
     for spec in LOOPS:
         has_json = (loops_dir / f"{spec.stem}.json").exists()
         has_txt = (loops_dir / f"{spec.stem}.txt").exists()
-        assert (has_json, has_txt) == (spec.labels in ("json", "json+txt"),
-                                       spec.labels in ("txt", "json+txt")), spec.stem  # fmt: skip
+        assert (has_json, has_txt) == (
+            spec.labels in ("json", "json+txt"),
+            spec.labels in ("txt", "json+txt"),
+        ), spec.stem
         if has_json:
             tags = json.loads((loops_dir / f"{spec.stem}.json").read_text())
             assert set(tags) <= UNDERFIT_TAGS and all(isinstance(v, str) for v in tags.values())

@@ -21,22 +21,28 @@ HALVES = ("tuning", "held-out")
 def results() -> dict[str, dict[str, tuple[float, str, str]]]:
     folder = make_corpus()
     paths = [str(folder / song.filename) for song in SONGS]
-    tasks = [(str(folder / s.filename), s.filename, "audio", sha256_file(folder / s.filename))
-             for s in SONGS]  # fmt: skip
+    tasks = [
+        (str(folder / s.filename), s.filename, "audio", sha256_file(folder / s.filename))
+        for s in SONGS
+    ]
     stage = run_all(analyse_file, tasks, workers=0)
     plain = run_all(plain_essentia, paths, workers=0)
     found = {
         "stage": {
             s.name: (r["bpm"], r["key"], r["scale"]) for s, r in zip(SONGS, stage, strict=True)
-        },  # fmt: skip
+        },
         "plain": {s.name: p for s, p in zip(SONGS, plain, strict=True)},
     }
-    print(f"\n{'song':13} {'half':8} {'bpm':>4} {'plain':>6} {'stage':>6}  "
-          f"{'key':9} {'plain':9} {'stage':9}")  # fmt: skip
+    print(
+        f"\n{'song':13} {'half':8} {'bpm':>4} {'plain':>6} {'stage':>6}  "
+        f"{'key':9} {'plain':9} {'stage':9}"
+    )
     for s in SONGS:
         (pb, pk, ps), (sb, sk, ss) = found["plain"][s.name], found["stage"][s.name]
-        print(f"{s.name:13} {s.half:8} {s.bpm:4} {pb:6.1f} {sb:6.1f}  {s.keyscale:9} "
-              f"{pk + ' ' + ps:9} {sk + ' ' + ss:9}")  # fmt: skip
+        print(
+            f"{s.name:13} {s.half:8} {s.bpm:4} {pb:6.1f} {sb:6.1f}  {s.keyscale:9} "
+            f"{pk + ' ' + ps:9} {sk + ' ' + ss:9}"
+        )
     return found
 
 
@@ -62,8 +68,10 @@ def test_the_corpus_is_what_it_promises() -> None:
 def test_the_stage_does_at_least_as_well_as_plain_essentia(results, half: str) -> None:
     songs = [s for s in SONGS if s.half == half]
     stage, plain = _score(results["stage"], songs), _score(results["plain"], songs)
-    print(f"{half}: tempo {stage[0]}/{len(songs)} (plain {plain[0]}), "
-          f"key {stage[1]}/{len(songs)} (plain {plain[1]})")  # fmt: skip
+    print(
+        f"{half}: tempo {stage[0]}/{len(songs)} (plain {plain[0]}), "
+        f"key {stage[1]}/{len(songs)} (plain {plain[1]})"
+    )
     assert stage[0] >= plain[0] and stage[1] >= plain[1], (stage, plain)
 
 

@@ -41,10 +41,15 @@ def test_confidence_falls_with_the_tracker_and_with_a_disagreeing_estimator() ->
     assert choose_octave(100.0, 3.5, 100 / 60 * 2, second=50.0).confidence == sure
 
 
-@pytest.mark.parametrize(("key", "relative"), [
-    (("C", "major"), ("A", "minor")), (("Eb", "major"), ("C", "minor")),
-    (("F#", "minor"), ("A", "major")), (("Bb", "minor"), ("C#", "major")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("key", "relative"),
+    [
+        (("C", "major"), ("A", "minor")),
+        (("Eb", "major"), ("C", "minor")),
+        (("F#", "minor"), ("A", "major")),
+        (("Bb", "minor"), ("C#", "major")),
+    ],
+)
 def test_relative_keys(key, relative) -> None:
     assert relative_key(*key) == relative and relative_key(*relative) == key
 

@@ -10,8 +10,13 @@ import pytest
 from tunesmith.dataset.fields import CONFIDENCE_FLOOR, DatasetLevel, parse_key, resolve
 from tunesmith.dataset.sidecars import LabelError, Source, candidates, read_sidecar
 
-ANALYSIS = {"bpm": 70.2, "tempo_confidence": 0.8, "key": "A", "scale": "minor",
-            "key_confidence": 0.75}  # fmt: skip
+ANALYSIS = {
+    "bpm": 70.2,
+    "tempo_confidence": 0.8,
+    "key": "A",
+    "scale": "minor",
+    "key_confidence": 0.75,
+}
 LEVEL = DatasetLevel()
 
 
@@ -44,15 +49,22 @@ def test_caption_precedence_json_caption_txt_txt_dataset_json_embedded_filename(
     assert resolved.values["caption"] == "Title: Tagged, Artist: Someone"
     resolved = resolve("my_song-2.wav", "audio", [], ANALYSIS, LEVEL)
     assert (resolved.values["caption"], source_of(resolved, "caption")) == (
-        "my song 2", "filename",
-    )  # fmt: skip
+        "my song 2",
+        "filename",
+    )
 
 
 def test_tags_merge_with_the_higher_source_winning_per_tag() -> None:
-    resolved = resolve("a.wav", "audio", [
-        Source("embedded", "a.wav", {}, {"title": "Old", "artist": "Band"}),
-        Source("json", "a.json", {}, {"title": "New"}),
-    ], ANALYSIS, LEVEL)  # fmt: skip
+    resolved = resolve(
+        "a.wav",
+        "audio",
+        [
+            Source("embedded", "a.wav", {}, {"title": "Old", "artist": "Band"}),
+            Source("json", "a.json", {}, {"title": "New"}),
+        ],
+        ANALYSIS,
+        LEVEL,
+    )
     assert json.loads(resolved.values["tags"]) == {"title": "New", "artist": "Band"}
 
 
@@ -91,11 +103,19 @@ def test_a_written_key_wins_and_a_different_analysed_key_is_flagged() -> None:
     assert [f["field"] for f in resolved.review] == ["keyscale"]
 
 
-@pytest.mark.parametrize(("text", "key"), [
-    ("E minor", ("E", "minor")), ("Bbm", ("Bb", "minor")), ("A# min", ("Bb", "minor")),
-    ("f#", ("F#", "major")), ("Db major", ("C#", "major")), ("CM", ("C", "major")),
-    ("8A", None), ("minor", None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("E minor", ("E", "minor")),
+        ("Bbm", ("Bb", "minor")),
+        ("A# min", ("Bb", "minor")),
+        ("f#", ("F#", "major")),
+        ("Db major", ("C#", "major")),
+        ("CM", ("C", "major")),
+        ("8A", None),
+        ("minor", None),
+    ],
+)
 def test_keys_are_read_in_the_spellings_people_use(text: str, key) -> None:
     assert parse_key(text) == key
 
@@ -103,8 +123,9 @@ def test_keys_are_read_in_the_spellings_people_use(text: str, key) -> None:
 def test_time_signature_is_assumed_4_4_and_says_so() -> None:
     resolved = resolve("a.wav", "audio", [], ANALYSIS, LEVEL)
     assert (resolved.values["timesignature"], source_of(resolved, "timesignature")) == (
-        "4", "assumed",
-    )  # fmt: skip
+        "4",
+        "assumed",
+    )
     written = resolve("a.wav", "audio", sources(json='{"timesignature": "3"}'), ANALYSIS, LEVEL)
     assert (written.values["timesignature"], source_of(written, "timesignature")) == ("3", "json")
 
@@ -114,8 +135,9 @@ def test_lyrics_keep_their_structure_tags_and_only_their_presence_says_not_instr
     resolved = resolve("a.wav", "audio", sources(lyrics_txt=lyrics + "\n"), ANALYSIS, LEVEL)
     assert resolved.values["lyrics"] == lyrics
     assert (resolved.values["is_instrumental"], source_of(resolved, "is_instrumental")) == (
-        False, "lyrics.txt",
-    )  # fmt: skip
+        False,
+        "lyrics.txt",
+    )
     none = resolve("a.wav", "audio", sources(caption_txt="a loop"), ANALYSIS, LEVEL)
     assert (none.values["lyrics"], none.values["is_instrumental"]) == ("", None)
     assert source_of(none, "is_instrumental") == "none"
@@ -126,13 +148,15 @@ def test_lyrics_keep_their_structure_tags_and_only_their_presence_says_not_instr
 def test_language_is_declared_never_detected() -> None:
     undeclared = resolve("a.wav", "audio", sources(lyrics_txt="hola"), ANALYSIS, LEVEL)
     assert (undeclared.values["language"], source_of(undeclared, "language")) == (
-        "unknown", "assumed",
-    )  # fmt: skip
+        "unknown",
+        "assumed",
+    )
     level = DatasetLevel(default_language="es")
     declared = resolve("a.wav", "audio", sources(lyrics_txt="hola"), ANALYSIS, level)
     assert (declared.values["language"], source_of(declared, "language")) == (
-        "es", "tunesmith.toml",
-    )  # fmt: skip
+        "es",
+        "tunesmith.toml",
+    )
     own = resolve("a.wav", "audio", sources(json='{"language": "pt"}'), ANALYSIS, level)
     assert (own.values["language"], source_of(own, "language")) == ("pt", "json")
 
@@ -144,30 +168,45 @@ def test_side_steps_key_value_txt_is_read_field_by_field() -> None:
         "lyrics:\n[Verse]\nRain: on the pane\n\n[Chorus]\nDrifting\n"
     )
     (txt,) = sources(txt=text)
-    assert txt.values == {"caption": "A dreamy lo-fi track", "bpm": "85", "keyscale": "C minor",
-                          "timesignature": "4/4", "language": "en", "is_instrumental": "false",
-                          "lyrics": "[Verse]\nRain: on the pane\n\n[Chorus]\nDrifting"}  # fmt: skip
+    assert txt.values == {
+        "caption": "A dreamy lo-fi track",
+        "bpm": "85",
+        "keyscale": "C minor",
+        "timesignature": "4/4",
+        "language": "en",
+        "is_instrumental": "false",
+        "lyrics": "[Verse]\nRain: on the pane\n\n[Chorus]\nDrifting",
+    }
     assert txt.tags == {"genre": "ambient, lo-fi"}
     (plain,) = sources(txt="bright piano: a loop for late nights\n")
     assert plain.values == {"caption": "bright piano: a loop for late nights"}
 
 
-@pytest.mark.parametrize(("name", "data", "message"), [
-    ("txt", "caf\xe9 loop".encode("latin-1"), "song.txt: not UTF-8 (byte 0xe9 at offset 3)"),
-    ("json", b'{"prompt": "half', "song.json: not valid JSON"),
-    ("json", b'["a", "list"]', "song.json: expected a JSON object of tags, got list"),
-    ("lyrics.txt", b"\xff\xfe\x00", "song.lyrics.txt: not UTF-8"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("txt", "caf\xe9 loop".encode("latin-1"), "song.txt: not UTF-8 (byte 0xe9 at offset 3)"),
+        ("json", b'{"prompt": "half', "song.json: not valid JSON"),
+        ("json", b'["a", "list"]', "song.json: expected a JSON object of tags, got list"),
+        ("lyrics.txt", b"\xff\xfe\x00", "song.lyrics.txt: not UTF-8"),
+    ],
+)
 def test_a_broken_sidecar_is_an_error_naming_it(name: str, data: bytes, message: str) -> None:
     with pytest.raises(LabelError, match=message.replace("(", r"\(").replace(")", r"\)")):
         read_sidecar(name, f"song.{name}", data)
 
 
 def test_an_unreadable_value_is_a_warning_and_the_next_source_gives_it() -> None:
-    resolved = resolve("a.wav", "audio", [
-        Source("json", "a.json", {"bpm": "fast"}),
-        Source("dataset.json", "dataset.json", {"bpm": 72}),
-    ], ANALYSIS, LEVEL)  # fmt: skip
+    resolved = resolve(
+        "a.wav",
+        "audio",
+        [
+            Source("json", "a.json", {"bpm": "fast"}),
+            Source("dataset.json", "dataset.json", {"bpm": 72}),
+        ],
+        ANALYSIS,
+        LEVEL,
+    )
     assert (resolved.values["bpm"], source_of(resolved, "bpm")) == (72.0, "dataset.json")
     (warning,) = resolved.warnings
     assert warning.startswith("a.json: bpm 'fast' is not a number of beats a minute")

@@ -38,8 +38,13 @@ def test_a_caption_changed_during_the_build_is_not_stored_under_its_old_hash(
     instance.add_dynamic_partitions("datasets", ["mix"])
 
     def build(stage: str):
-        return dg.materialize(ASSETS, selection=[stage], instance=instance,
-                              resources=resources(storage), partition_key="mix")  # fmt: skip
+        return dg.materialize(
+            ASSETS,
+            selection=[stage],
+            instance=instance,
+            resources=resources(storage),
+            partition_key="mix",
+        )
 
     assert build("manifest").success
     with (folder / "a.txt").open("a") as f:
@@ -82,15 +87,23 @@ def test_a_written_bpm_the_audio_contradicts_is_listed_for_review(
     (folder / "loop.json").write_text(json.dumps({"prompt": "a loop", "bpm": "184"}))
     write_clip(folder / "plain.wav")
     instance.add_dynamic_partitions("datasets", ["tagged"])
-    result = dg.materialize(ASSETS, instance=instance, resources=resources(storage),
-                            partition_key="tagged", selection=["manifest", "labels"])  # fmt: skip
+    result = dg.materialize(
+        ASSETS,
+        instance=instance,
+        resources=resources(storage),
+        partition_key="tagged",
+        selection=["manifest", "labels"],
+    )
     report = json.loads((Path(storage.out_root) / "tagged" / "report.json").read_text())
     flags = [f for f in report["stages"]["labels"]["review"] if f["path"] == "loop.wav"]
     assert [(f["field"], f["value"], f["source"]) for f in flags] == [("bpm", 184.0, "json")]
     assert abs(flags[0]["analysis"] - spec.bpm) < 0.02 * spec.bpm
     assert "(an octave apart)" in flags[0]["reason"]
-    (labels,) = [e for e in result.get_asset_materialization_events()
-                 if e.asset_key.to_user_string() == "labels"]  # fmt: skip
+    (labels,) = [
+        e
+        for e in result.get_asset_materialization_events()
+        if e.asset_key.to_user_string() == "labels"
+    ]
     table = labels.materialization.metadata["review"].value
     assert "| loop.wav | bpm | 184 | json |" in table
 
@@ -173,11 +186,13 @@ def test_underfits_json_and_txt_subfolders_are_read(tmp_path) -> None:
     labels = build_labels(folder, manifest, Store(tmp_path / "store"))
     table = labels.frame.set_index("path")
     assert table.loc["audio/take.wav", ["caption", "caption_source"]].tolist() == [
-        "from json/", "json",
-    ]  # fmt: skip
+        "from json/",
+        "json",
+    ]
     assert table.loc["audio/other.wav", ["caption", "caption_source"]].tolist() == [
-        "from txt/", "txt",
-    ]  # fmt: skip
+        "from txt/",
+        "txt",
+    ]
     assert "ignored" not in labels.result.extra
 
 
@@ -203,6 +218,7 @@ def test_a_dataset_json_changed_during_the_build_costs_this_build_its_audio(tmp_
     labels = build_labels(folder, manifest, Store(tmp_path / "store"))
     (skipped,) = labels.result.skipped
     assert (skipped.path, skipped.reason) == (
-        "a.wav", "dataset.json: changed during the build; it is rebuilt next time",
-    )  # fmt: skip
+        "a.wav",
+        "dataset.json: changed during the build; it is rebuilt next time",
+    )
     assert list(labels.frame["path"]) == ["p.png"]

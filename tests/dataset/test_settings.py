@@ -22,18 +22,24 @@ def test_no_file_or_no_table_says_nothing(tmp_path: Path) -> None:
 
 
 def test_every_key_is_read(tmp_path: Path) -> None:
-    write(tmp_path, '[dataset]\ndefault_language = "pt-br"\ncustom_tag = "lpz"\n'
-                    'tag_position = "append"\ngenre_ratio = 30\n')  # fmt: skip
+    write(
+        tmp_path,
+        '[dataset]\ndefault_language = "pt-br"\ncustom_tag = "lpz"\n'
+        'tag_position = "append"\ngenre_ratio = 30\n',
+    )
     assert read_settings(tmp_path) == DatasetSettings("pt-br", "lpz", "append", 30)
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    ('language = "en"', "unknown key(s) language; allowed: custom_tag, default_language"),
-    ('default_language = "English"', 'default_language must be a language code like "en"'),
-    ('tag_position = "middle"', "tag_position must be one of prepend, append, replace"),
-    ("genre_ratio = 130", "genre_ratio must be a whole percent from 0 to 100"),
-    ("custom_tag = 3", "custom_tag must be a string"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('language = "en"', "unknown key(s) language; allowed: custom_tag, default_language"),
+        ('default_language = "English"', 'default_language must be a language code like "en"'),
+        ('tag_position = "middle"', "tag_position must be one of prepend, append, replace"),
+        ("genre_ratio = 130", "genre_ratio must be a whole percent from 0 to 100"),
+        ("custom_tag = 3", "custom_tag must be a string"),
+    ],
+)
 def test_a_bad_table_is_an_error_naming_file_and_key(tmp_path: Path, body: str, message) -> None:
     write(tmp_path, f"[dataset]\n{body}\n")
     with pytest.raises(SettingsError, match="tunesmith.toml") as caught:

@@ -14,8 +14,20 @@ from tunesmith.dataset.manifest import build_manifest
 from tunesmith.dataset.side_step import METADATA_KEYS, SAMPLE_KEYS
 from tunesmith.store import Store
 
-LABEL_FIELDS = ["caption", "lyrics", "keyscale", "key", "scale", "timesignature", "language",
-                "is_instrumental", "custom_tag", "tags", "tag_position", "genre_ratio"]  # fmt: skip
+LABEL_FIELDS = [
+    "caption",
+    "lyrics",
+    "keyscale",
+    "key",
+    "scale",
+    "timesignature",
+    "language",
+    "is_instrumental",
+    "custom_tag",
+    "tags",
+    "tag_position",
+    "genre_ratio",
+]
 
 
 def labels_of(folder: Path, store: Path, name: str = "set"):
@@ -28,24 +40,55 @@ def side_step_file(folder: Path) -> dict:
     """A dataset.json as Side-Step's builder writes it: every field, in its order."""
     root = folder.resolve()
     song = {
-        "id": "1f3a9c2e", "audio_path": str(root / "rise.wav"), "filename": "rise.wav",
-        "caption": "Anthemic rock with big drums", "genre": "rock, anthem",
+        "id": "1f3a9c2e",
+        "audio_path": str(root / "rise.wav"),
+        "filename": "rise.wav",
+        "caption": "Anthemic rock with big drums",
+        "genre": "rock, anthem",
         "lyrics": "[Verse 1]\nRising up from the ashes tonight\n[Chorus]\nWe're on fire",
-        "raw_lyrics": "", "formatted_lyrics": "[Verse 1]\nRising up...", "bpm": 140,
-        "keyscale": "E minor", "timesignature": "4", "duration": 4, "language": "en",
-        "is_instrumental": False, "custom_tag": "myartist", "labeled": True,
-        "prompt_override": None, "repeat": 2,
-    }  # fmt: skip
+        "raw_lyrics": "",
+        "formatted_lyrics": "[Verse 1]\nRising up...",
+        "bpm": 140,
+        "keyscale": "E minor",
+        "timesignature": "4",
+        "duration": 4,
+        "language": "en",
+        "is_instrumental": False,
+        "custom_tag": "myartist",
+        "labeled": True,
+        "prompt_override": None,
+        "repeat": 2,
+    }
     pad = {
-        "id": "77aa01bc", "audio_path": str(root / "sub" / "pad.wav"), "filename": "pad.wav",
-        "caption": "Ambient pad", "genre": "", "lyrics": "[Instrumental]", "raw_lyrics": "",
-        "formatted_lyrics": "", "bpm": 70, "keyscale": "C major", "timesignature": "",
-        "duration": 4, "language": "unknown", "is_instrumental": True, "custom_tag": "",
-        "labeled": True, "prompt_override": "genre", "repeat": 1, "made_by": "another tool",
-    }  # fmt: skip
-    metadata = {"name": "my_set", "custom_tag": "myartist", "tag_position": "append",
-                "created_at": "2026-03-01T10:00:00", "num_samples": 2,
-                "all_instrumental": False, "genre_ratio": 30}  # fmt: skip
+        "id": "77aa01bc",
+        "audio_path": str(root / "sub" / "pad.wav"),
+        "filename": "pad.wav",
+        "caption": "Ambient pad",
+        "genre": "",
+        "lyrics": "[Instrumental]",
+        "raw_lyrics": "",
+        "formatted_lyrics": "",
+        "bpm": 70,
+        "keyscale": "C major",
+        "timesignature": "",
+        "duration": 4,
+        "language": "unknown",
+        "is_instrumental": True,
+        "custom_tag": "",
+        "labeled": True,
+        "prompt_override": "genre",
+        "repeat": 1,
+        "made_by": "another tool",
+    }
+    metadata = {
+        "name": "my_set",
+        "custom_tag": "myartist",
+        "tag_position": "append",
+        "created_at": "2026-03-01T10:00:00",
+        "num_samples": 2,
+        "all_instrumental": False,
+        "genre_ratio": 30,
+    }
     return {"metadata": metadata, "samples": [song, pad]}
 
 

@@ -110,16 +110,37 @@ def postgres_server(db: str = "dagster") -> Iterator[PostgresServer]:
 
     data, port = folder / "data", free_port()
     try:
-        run(str(bindir / "initdb"), "-D", str(data), "-U", user, f"--pwfile={pwfile}",
-            "--auth=scram-sha-256", "-E", "UTF8", "--no-sync")  # fmt: skip
+        run(
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            user,
+            f"--pwfile={pwfile}",
+            "--auth=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         pwfile.unlink()
         # TCP on loopback only, no Unix socket (no shared socket folder to own); fsync off:
         # a test cluster that is thrown away needs no crash safety.
         options = (
             f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off"
         )
-        run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(folder / "server.log"),
-            "-o", options, "-w", "-t", "60", "start")  # fmt: skip
+        run(
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(folder / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         server = PostgresServer("127.0.0.1", port, db, user, password, folder)
         _create_database(server)
         yield server
@@ -137,9 +158,12 @@ def _create_database(server: PostgresServer) -> None:
     import psycopg2
 
     conn = psycopg2.connect(
-        host=server.host, port=server.port, dbname="postgres", user=server.user,
+        host=server.host,
+        port=server.port,
+        dbname="postgres",
+        user=server.user,
         password=server.password,
-    )  # fmt: skip
+    )
     conn.autocommit = True  # CREATE DATABASE cannot run inside a transaction
     with conn.cursor() as cursor:
         cursor.execute(f'CREATE DATABASE "{server.db}"')

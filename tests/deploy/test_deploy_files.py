@@ -51,8 +51,11 @@ def test_the_connection_comes_from_the_environment(monkeypatch):
     # The URL dagster-postgres builds, read back by SQLAlchemy as its engine will read it.
     url = make_url(pg_url_from_config(result.value))
     assert (url.drivername, url.host, url.port, url.database) == (
-        "postgresql+psycopg2", "db.internal", 6543, "dagster",
-    )  # fmt: skip
+        "postgresql+psycopg2",
+        "db.internal",
+        6543,
+        "dagster",
+    )
     assert (url.username, url.password) == ("team", "p@ss:w0rd")
     monkeypatch.delenv("DAGSTER_PG_PASSWORD")
     missing = process_config(resolve_to_config_type(DagsterPostgresStorage.config_type()), raw)

@@ -352,7 +352,7 @@ def test_a_restart_of_daemon_and_webserver_keeps_history_cursor_and_partitions(s
                     if t.timestamp > tick.timestamp and t.status != TickStatus.STARTED
                 ),
                 0,
-            ),  # fmt: skip
+            ),
             180,
         )
         second.stop()

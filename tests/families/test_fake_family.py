@@ -34,8 +34,13 @@ def test_a_family_in_its_own_folder_runs_through_every_stage(tmp_path):
         "TUNESMITH_STORE": str(tmp_path / "store"),
         "TUNESMITH_MODELS": str(tmp_path / "models"),
     }
-    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", "quiet"], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "run", "quiet"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "FAILED" not in done.stdout and "      skipped " not in done.stdout, done.stdout
     report = json.loads((tmp_path / "out" / "quiet" / "report.json").read_text())
@@ -43,6 +48,8 @@ def test_a_family_in_its_own_folder_runs_through_every_stage(tmp_path):
     assert run["family"] == "volume" and run["best_loss"] < run["base_loss"]
     assert Path(run["best_path"]).name == "volume-run.safetensors"
     assert {(r["side"], Path(r["wav"]).suffix) for r in report["renders"]} == {
-        ("base", ".wav"), ("adapter", ".wav")}  # fmt: skip
+        ("base", ".wav"),
+        ("adapter", ".wav"),
+    }
     (page,) = report["auditions"]
     assert "volume-run" in Path(page).read_text()

@@ -84,16 +84,21 @@ class World:
     def cli(self, *args: str, timeout: float = BUILD_SECONDS) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "pipelines.cli", *args],
-            env=self.env, capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def start(self, log: str = "build.log") -> subprocess.Popen:
         """`tunesmith run clips` in its own process group, output to a file."""
         return subprocess.Popen(
             [sys.executable, "-m", "pipelines.cli", "run", "clips"],
-            env=self.env, start_new_session=True,
-            stdout=open(self.root / log, "w"), stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            env=self.env,
+            start_new_session=True,
+            stdout=open(self.root / log, "w"),
+            stderr=subprocess.STDOUT,
+        )
 
     def run_dir(self) -> Path | None:
         found = sorted((self.out / "clips" / "adapters").glob("clips-lora-*"))
@@ -211,9 +216,10 @@ def test_a_killed_training_process_says_what_was_kept_and_the_next_build_resumes
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.01)
     (child,) = [
-        p for p in psutil.Process(proc.pid).children(recursive=True)
+        p
+        for p in psutil.Process(proc.pid).children(recursive=True)
         if "pipelines.train_child" in " ".join(p.cmdline())
-    ]  # fmt: skip
+    ]
     child.kill()
     assert proc.wait(BUILD_SECONDS) == 1
     log = (world.root / "build.log").read_text()

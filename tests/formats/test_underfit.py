@@ -168,8 +168,15 @@ def test_the_file_holds_fp16_tensors_under_checkpoint_names_with_lora_config(
         "base_model": "toy-base",
     }
     assert list(json.loads(metadata["lora_config"])) == [
-        "rank", "alpha", "adapter_type", "include", "exclude", "step", "epoch", "base_model"
-    ]  # fmt: skip
+        "rank",
+        "alpha",
+        "adapter_type",
+        "include",
+        "exclude",
+        "step",
+        "epoch",
+        "base_model",
+    ]
     assert {k: metadata[k] for k in LINEAGE} == LINEAGE
     # The fused layer's output rows are permuted, its input side is not; the others are as is.
     state = adapter_state(model)

@@ -63,12 +63,19 @@ def test_too_short_for_one_latent_frame_is_an_error(tmp_path):
 
 @pytest.mark.parametrize(
     "rate,channels,seconds,fmt",
-    [(44100, 2, 1.3, "WAV"), (48000, 1, 2.01, "WAV"), (22050, 2, 0.77, "FLAC"),
-     (32000, 1, 1.0, "OGG"), (96000, 2, 0.5, "AIFF"), (8000, 1, 0.2, "WAV"),
-     (48000, 2, 1.37, "MP3")],
-)  # fmt: skip
-def test_the_length_read_from_the_header_is_the_decoded_length(tmp_path, rate, channels,
-                                                                 seconds, fmt):  # fmt: skip
+    [
+        (44100, 2, 1.3, "WAV"),
+        (48000, 1, 2.01, "WAV"),
+        (22050, 2, 0.77, "FLAC"),
+        (32000, 1, 1.0, "OGG"),
+        (96000, 2, 0.5, "AIFF"),
+        (8000, 1, 0.2, "WAV"),
+        (48000, 2, 1.37, "MP3"),
+    ],
+)
+def test_the_length_read_from_the_header_is_the_decoded_length(
+    tmp_path, rate, channels, seconds, fmt
+):
     """`model_length` (which the encoders plan their batches by, decoding nothing) is the length
     `for_model` gives, for each format libsndfile reads, at the model's rate and otherwise."""
     from tunesmith.media.audio import model_length

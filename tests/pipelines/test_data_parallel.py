@@ -46,8 +46,9 @@ def test_two_ranks_through_the_adapters_asset(tiny_sdxl, storage, instance, monk
         (folder / f"pic{i}.txt").write_text(f"a picture number {i}")
     (folder / "tunesmith.toml").write_text(TOML)
     instance.add_dynamic_partitions("datasets", ["pics"])
-    result = dg.materialize(ASSETS, instance=instance, resources=resources(storage),
-                            partition_key="pics")  # fmt: skip
+    result = dg.materialize(
+        ASSETS, instance=instance, resources=resources(storage), partition_key="pics"
+    )
     assert result.success
     messages = [e.user_message for e in instance.all_logs(result.run_id)]
     assert any("[rank 1] rank 1 of 2" in m for m in messages), messages

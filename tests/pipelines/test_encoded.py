@@ -33,8 +33,11 @@ def test_encoded_layout_is_underfits(storage, instance, tiny_sa3):
     folder = encoded_dir(storage)
     details = json.loads((folder / "details.json").read_text())
     assert details == {
-        "sample_rate": 44100, "downsampling_ratio": 4096, "latent_dim": 16, "scale": 1.0,
-    }  # fmt: skip
+        "sample_rate": 44100,
+        "downsampling_ratio": 4096,
+        "latent_dim": 16,
+        "scale": 1.0,
+    }
     latents = np.load(folder / "a.npy")
     sidecar = json.loads((folder / "a.json").read_text())
     assert latents.dtype == np.float32 and latents.shape == (16, 5 * 44100 // 4096)

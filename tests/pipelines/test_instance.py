@@ -84,10 +84,15 @@ def test_two_first_opens_at_once_leave_one_good_instance(tmp_path):
         p.join(120)
         assert p.exitcode == 0
     check = subprocess.run(
-        [sys.executable, "-c", "from pipelines.instance import open_instance as o; "
-         "print(o().get_runs_count())"],
-        env={**os.environ, "DAGSTER_HOME": str(tmp_path)}, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "from pipelines.instance import open_instance as o; print(o().get_runs_count())",
+        ],
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
     assert check.returncode == 0 and check.stdout.strip() == "0", check.stderr
 
 

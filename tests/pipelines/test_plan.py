@@ -27,8 +27,13 @@ crop_frames = 128
 def build(instance, storage, stages: list[str]) -> dg.ExecuteInProcessResult:
     if not instance.has_dynamic_partition("datasets", "songs"):
         instance.add_dynamic_partitions("datasets", ["songs"])
-    result = dg.materialize(ASSETS, instance=instance, resources=resources(storage),
-                            partition_key="songs", selection=stages)  # fmt: skip
+    result = dg.materialize(
+        ASSETS,
+        instance=instance,
+        resources=resources(storage),
+        partition_key="songs",
+        selection=stages,
+    )
     assert result.success
     return result
 
@@ -48,7 +53,10 @@ def test_a_planner_run_in_the_older_form_is_planned_once_with_a_note(storage, in
     # stage reaches them with the next build's plan, not in the middle of this one.
     (folder / "tunesmith.toml").write_text(OLDER_FORM.replace('"plan"', '"renamed"'))
     result = build(instance, storage, ["labels", "encoded"])
-    (encoded,) = [e for e in result.get_asset_materialization_events()
-                  if e.asset_key.to_user_string() == "encoded"]  # fmt: skip
+    (encoded,) = [
+        e
+        for e in result.get_asset_materialization_events()
+        if e.asset_key.to_user_string() == "encoded"
+    ]
     skipped = encoded.materialization.metadata["skipped_list"].value
     assert any("Run(s) plan are not trained" in s["reason"] for s in skipped), skipped

@@ -37,8 +37,10 @@ def test_a_second_build_with_a_trained_run_of_each_family_computes_nothing(
             "ace_step_files": True,
             "ace_step_planner_files": True,
         }
-        versions = {a.key.to_user_string(): data_version(instance, a.key.to_user_string(), "both")
-                    for a in ASSETS}  # fmt: skip
+        versions = {
+            a.key.to_user_string(): data_version(instance, a.key.to_user_string(), "both")
+            for a in ASSETS
+        }
         out = Path(storage.out_root) / "both"
         files = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
         second = materialize(instance, storage, "both")

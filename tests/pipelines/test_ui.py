@@ -40,15 +40,20 @@ def _graphql(port: int) -> dict | None:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_the_ui_answers_on_its_port_and_stops_on_a_signal(tmp_path, signum):
     port = _free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"),
-           "TUNESMITH_DATASETS": str(tmp_path / "datasets")}  # fmt: skip
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "TUNESMITH_DATASETS": str(tmp_path / "datasets"),
+    }
     (tmp_path / "datasets").mkdir()
     ui = subprocess.Popen(
         [sys.executable, "-m", "pipelines.cli", "ui", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         # as `cmd &` in a non-interactive shell starts it: SIGINT ignored
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 180
         while (answer := _graphql(port)) is None:

@@ -49,20 +49,29 @@ def make_page(folder: Path) -> dict:
     """Three demo prompts with real WAV renders and spectrograms under `folder/renders`."""
     prompts = []
     for i, text in enumerate(TEXTS):
-        entry = {"id": f"demo{i}", "prompt": text, "seed": 100 + i, "duration": 0.5,
-                 "steps": 8, "cfg": 7.0}  # fmt: skip
+        entry = {
+            "id": f"demo{i}",
+            "prompt": text,
+            "seed": 100 + i,
+            "duration": 0.5,
+            "steps": 8,
+            "cfg": 7.0,
+        }
         for side, freq in (("base", 220.0 * (i + 1)), ("adapter", 330.0 * (i + 1))):
             samples = tone(freq)
             audio = folder / "renders" / side / f"demo{i}.wav"
             audio.parent.mkdir(parents=True, exist_ok=True)
             sf.write(audio, samples.T, SR, subtype="PCM_16")
             spectrogram_png(samples, SR, audio.with_suffix(".png"))
-            entry[side] = {"audio": f"renders/{side}/demo{i}.wav",
-                           "spectrogram": f"renders/{side}/demo{i}.png"}  # fmt: skip
+            entry[side] = {
+                "audio": f"renders/{side}/demo{i}.wav",
+                "spectrogram": f"renders/{side}/demo{i}.png",
+            }
         entry["adapter"] |= {"strength": 1.0, "step": 200}
         prompts.append(entry)
-    return run_page(prompts, title="loops · my-style", run="my-style", family="stable-audio-3",
-                    dataset="loops")  # fmt: skip
+    return run_page(
+        prompts, title="loops · my-style", run="my-style", family="stable-audio-3", dataset="loops"
+    )
 
 
 def make_image_page(folder: Path) -> dict:
@@ -77,8 +86,7 @@ def make_image_page(folder: Path) -> dict:
             entry[side] = {"image": f"renders/{side}/demo{i}.png"}
         entry["adapter"] |= {"strength": 0.8, "step": 200}
         prompts.append(entry)
-    return run_page(prompts, title="faces · my-look", run="my-look", family="sdxl",
-                    dataset="faces")  # fmt: skip
+    return run_page(prompts, title="faces · my-look", run="my-look", family="sdxl", dataset="faces")
 
 
 def run_page(prompts: list[dict], **head: str) -> dict:
@@ -91,7 +99,7 @@ def run_page(prompts: list[dict], **head: str) -> dict:
             {"step": 100, "loss": 0.52},
             {"step": 150, "loss": 0.55},
             {"step": 200, "loss": 0.49},
-        ],  # fmt: skip
+        ],
         "best_step": 200,
         "base_loss": 1.38,
         "best_loss": 0.49,
@@ -101,7 +109,7 @@ def run_page(prompts: list[dict], **head: str) -> dict:
             "manifest": "3f9a1c",
             "base_model": "stable-audio-3-small@e41d",
             "torch": "2.13.0",
-        },  # fmt: skip
+        },
         "notes": ["ffmpeg not found: WAV only"],
     }
 
@@ -305,11 +313,17 @@ def browser(tmp_path_factory):
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in (
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--no-first-run", "--window-size=1400,1000",
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,1000",
         f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-    ):  # fmt: skip
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     options.add_experimental_option(
@@ -444,9 +458,17 @@ def test_blind_choices_survive_a_reload_and_are_exported(browser, tmp_path, make
 
     exported = json.loads(browser.execute_script("return window.tunesmithExport()"))
     assert sorted(exported) == [
-        "dataset", "exported_at", "family", "fingerprint", "format", "prompts", "revealed",
-        "run", "summary", "title",
-    ]  # fmt: skip
+        "dataset",
+        "exported_at",
+        "family",
+        "fingerprint",
+        "format",
+        "prompts",
+        "revealed",
+        "run",
+        "summary",
+        "title",
+    ]
     assert exported["format"] == "tunesmith-audition-choices/1"
     assert exported["run"] == spec["run"] and exported["dataset"] == spec["dataset"]
     assert exported["summary"]["same"] == 1 and exported["summary"]["unanswered"] == 0

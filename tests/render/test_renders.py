@@ -29,8 +29,9 @@ def trained(tiny_sa3, tmp_path_factory):
 
     run = run_config(tiny_sa3, steps=4, eval_every=2, checkpoint_every=4)
     _, result = fit(tiny_sa3, tmp_path_factory.mktemp("run"), run)
-    config = RunConfig("r", "stable-audio-3", str(tiny_sa3), "zq", AdapterConfig(),
-                       TrainConfig(), DEMOS)  # fmt: skip
+    config = RunConfig(
+        "r", "stable-audio-3", str(tiny_sa3), "zq", AdapterConfig(), TrainConfig(), DEMOS
+    )
     return config, {"best_path": result.best_path, "best_step": result.best_step}
 
 
@@ -38,9 +39,13 @@ def render(tmp_path, trained, tiny_sa3, name="out"):
     run, row = trained
     out, store = tmp_path / name, Store(tmp_path / f"{name}-store")
     result = build_renders(
-        [(run, row)], {"r": "fp"}, out, store, {"stable-audio-3": CPU},
+        [(run, row)],
+        {"r": "fp"},
+        out,
+        store,
+        {"stable-audio-3": CPU},
         lambda run, adapter: Renderer(Path(tiny_sa3), CPU, adapter),
-    )  # fmt: skip
+    )
     return result, out, store
 
 

@@ -109,8 +109,11 @@ def test_default_demos_are_an_empty_prompt_and_the_trigger(tmp_path):
     ],
 )
 def test_a_bad_demo_names_its_entry(tmp_path, demo, message):
-    write(tmp_path, f'[[runs]]\nfamily = "stable-audio-3"\n[[runs.demos]]\nprompt = "a"\n'
-                    f'[[runs.demos]]\n{demo}\n')  # fmt: skip
+    write(
+        tmp_path,
+        f'[[runs]]\nfamily = "stable-audio-3"\n[[runs.demos]]\nprompt = "a"\n'
+        f"[[runs.demos]]\n{demo}\n",
+    )
     with pytest.raises(ConfigError, match=f"demos #2: .*{message}"):
         load_runs(tmp_path, "audio")
 
@@ -122,7 +125,9 @@ def test_a_run_asking_for_processes_its_trainer_lacks_is_refused_before_any_star
     from tunesmith import family as families
     from tunesmith.train.stage import one_process_only
 
-    write(tmp_path, """
+    write(
+        tmp_path,
+        """
 [[runs]]
 name = "plan"
 family = "ace-step-planner"
@@ -143,7 +148,8 @@ family = "sdxl"
 [runs.train]
 devices = 2
 batch_size = 2
-""")  # fmt: skip
+""",
+    )
     plan, dit, sdxl = load_runs(tmp_path, "audio")
     planner, ace = families.get("ace-step-planner"), families.get("ace-step")
     assert one_process_only(plan, planner, "torch") == (
@@ -207,8 +213,9 @@ def test_a_plan_reads_back_from_json_as_equal_runs_for_every_family(tmp_path):
     from tunesmith import family as families
     from tunesmith.train.config import Plan, load_plan, run_key
 
-    defaults = "".join(f'[[runs]]\nname = "{name}"\nfamily = "{name}"\n'
-                       for name in families.all_families())  # fmt: skip
+    defaults = "".join(
+        f'[[runs]]\nname = "{name}"\nfamily = "{name}"\n' for name in families.all_families()
+    )
     for text in (defaults, OVERRIDDEN):
         plan = load_plan(write(tmp_path, text))
         again = Plan.from_document(json.loads(json.dumps(plan.as_document())))
@@ -239,7 +246,9 @@ def test_a_planner_run_in_the_ace_step_familys_older_form_is_read_with_a_note(tm
     of its own) is the planner family's run; the DiT keys it carried, unused, are named."""
     from tunesmith.train.config import load_plan
 
-    write(tmp_path, """
+    write(
+        tmp_path,
+        """
 [[runs]]
 name = "plan"
 family = "ace-step"
@@ -250,7 +259,8 @@ attention = "self"
 [runs.train]
 epochs = 5
 crop_frames = 128
-""")  # fmt: skip
+""",
+    )
     plan = load_plan(tmp_path)
     (run,) = plan.runs
     assert run.family == "ace-step-planner" and run.adapter.planner == "my-planner"

@@ -68,8 +68,9 @@ def sdxl_items(tiny_sdxl, tmp_path_factory) -> pd.DataFrame:
     labels = build_labels(folder, manifest, store).frame
     raw = {"family": "sdxl", "base_model": str(tiny_sdxl), "train": {"size": 64}}
     runs = [resolve_run(raw, Path("tunesmith.toml"), 0)]
-    request = EncodeRequest(folder, labels, runs, [tiny_sdxl], root / "out", store, CPU,
-                            root / "fp.json")  # fmt: skip
+    request = EncodeRequest(
+        folder, labels, runs, [tiny_sdxl], root / "out", store, CPU, root / "fp.json"
+    )
     built = FAMILY.encode(request)
     return built.frame.sort_values("path")
 
@@ -83,36 +84,66 @@ def sa3_items(tmp_path_factory) -> pd.DataFrame:
         latents = root / f"song{i}.npy"
         np.save(latents, torch.randn(16, frames, generator=g).numpy())
         sidecar = root / f"song{i}.json"
-        sidecar.write_text(json.dumps({"padding_mask": [True] * frames,
-                                       "seconds_total": frames * 4096 / 44100}))  # fmt: skip
+        sidecar.write_text(
+            json.dumps({"padding_mask": [True] * frames, "seconds_total": frames * 4096 / 44100})
+        )
         pieces = json.dumps([f"Title: song {i}", f"Prompt: a loop number {i}"])
-        rows.append({"path": f"song{i}.wav", "latents": str(latents), "sidecar": str(sidecar),
-                     "pieces": pieces})  # fmt: skip
+        rows.append(
+            {
+                "path": f"song{i}.wav",
+                "latents": str(latents),
+                "sidecar": str(sidecar),
+                "pieces": pieces,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def raw_run(family: str, model: Path, **train) -> dict:
-    common = {"steps": STEPS, "lr": 1e-3, "batch_size": 2, "eval_every": STEPS,
-              "checkpoint_every": STEPS, **train}  # fmt: skip
+    common = {
+        "steps": STEPS,
+        "lr": 1e-3,
+        "batch_size": 2,
+        "eval_every": STEPS,
+        "checkpoint_every": STEPS,
+        **train,
+    }
     if family == "sdxl":
-        return {"name": "r", "family": "sdxl", "base_model": str(model), "trigger": "rng",
-                "train": {"size": 64, **common},
-                "demos": [{"prompt": "rng, a disc", "steps": 1}]}  # fmt: skip
-    return {"name": "r", "family": "stable-audio-3", "base_model": str(model), "trigger": "zq",
-            "adapter": {"type": "dora-rows", "rank": 4},
-            "train": {"latent_crop_length": 48, **common},
-            "demos": [{"prompt": "zq, a loop", "steps": 1, "duration": 0.5}]}  # fmt: skip
+        return {
+            "name": "r",
+            "family": "sdxl",
+            "base_model": str(model),
+            "trigger": "rng",
+            "train": {"size": 64, **common},
+            "demos": [{"prompt": "rng, a disc", "steps": 1}],
+        }
+    return {
+        "name": "r",
+        "family": "stable-audio-3",
+        "base_model": str(model),
+        "trigger": "zq",
+        "adapter": {"type": "dora-rows", "rank": 4},
+        "train": {"latent_crop_length": 48, **common},
+        "demos": [{"prompt": "zq, a loop", "steps": 1, "duration": 0.5}],
+    }
 
 
 def extras(raw: dict, model: Path, items: pd.DataFrame, run_dir: Path) -> dict:
     run = resolve_run(raw, Path("tunesmith.toml"), 0)
     document = asdict(run)
-    document["adapter"] = {k: list(v) if isinstance(v, tuple) else v
-                           for k, v in document["adapter"].items()}  # fmt: skip
-    return {"run": document, "config_source": "tunesmith.toml", "checkpoint": str(model),
-            "items": json.loads(items.to_json(orient="records")), "run_dir": str(run_dir),
-            "result_path": str(run_dir / "result.json"), "placement": CPU.as_dict(),
-            "metadata": LINEAGE}  # fmt: skip
+    document["adapter"] = {
+        k: list(v) if isinstance(v, tuple) else v for k, v in document["adapter"].items()
+    }
+    return {
+        "run": document,
+        "config_source": "tunesmith.toml",
+        "checkpoint": str(model),
+        "items": json.loads(items.to_json(orient="records")),
+        "run_dir": str(run_dir),
+        "result_path": str(run_dir / "result.json"),
+        "placement": CPU.as_dict(),
+        "metadata": LINEAGE,
+    }
 
 
 def one_process(raw: dict, model: Path, items: pd.DataFrame, run_dir: Path):
@@ -139,8 +170,9 @@ def assert_close(a, b, what: str) -> None:
 
 
 @pytest.mark.parametrize("family", ["sdxl", "stable-audio-3"])
-def test_two_ranks_train_what_one_process_trains(family, tiny_sdxl, tiny_sa3, sdxl_items,
-                                                 sa3_items, tmp_path):  # fmt: skip
+def test_two_ranks_train_what_one_process_trains(
+    family, tiny_sdxl, tiny_sa3, sdxl_items, sa3_items, tmp_path
+):
     model, items = (tiny_sdxl, sdxl_items) if family == "sdxl" else (tiny_sa3, sa3_items)
     single = one_process(raw_run(family, model), model, items, tmp_path / "one")
     lines: list[str] = []
@@ -157,8 +189,10 @@ def test_two_ranks_train_what_one_process_trains(family, tiny_sdxl, tiny_sa3, sd
     ours, theirs = load_file(result["last_path"]), load_file(single.last_path)
     assert ours.keys() == theirs.keys()
     whole = [torch.cat([x[k].flatten().double() for k in sorted(x)]) for x in (ours, theirs)]
-    trained = [torch.cat([x[k].flatten().double() for k in sorted(x) if "lora_B" in k or
-                          "lora_up" in k]) for x in (ours, theirs)]  # fmt: skip
+    trained = [
+        torch.cat([x[k].flatten().double() for k in sorted(x) if "lora_B" in k or "lora_up" in k])
+        for x in (ours, theirs)
+    ]
     each = max(relative(ours[k], theirs[k]) for k in ours)
     print(
         f"relative difference: adapter {relative(*whole):.3g}, "
@@ -180,15 +214,25 @@ def killed_rank_resumes(model: Path, items, run_dir: Path, extras, one_process) 
     naming the rank; the next run resumes on two ranks, and one process is refused. `extras`
     and `one_process` are the backend's (torch here, MLX in test_mlx_distributed.py)."""
     run_dir.mkdir()
-    raw = raw_run("stable-audio-3", model, devices=2, steps=400, checkpoint_every=2,
-                  eval_every=1000)  # fmt: skip
+    raw = raw_run(
+        "stable-audio-3", model, devices=2, steps=400, checkpoint_every=2, eval_every=1000
+    )
     (run_dir / "launch.json").write_text(json.dumps(extras(raw, model, items, run_dir)))
     child = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.train_child", "--node-rank", "0",
-         str(run_dir / "launch.json")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pipelines.train_child",
+            "--node-rank",
+            "0",
+            str(run_dir / "launch.json"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     rank1 = _wait_for(lambda: _pid_once_saved(run_dir), child)
     os.kill(rank1, signal.SIGSTOP)  # rank 0 waits for it in the next all-reduce
     os.kill(rank1, signal.SIGKILL)
@@ -198,24 +242,33 @@ def killed_rank_resumes(model: Path, items, run_dir: Path, extras, one_process) 
     saved = sorted(int(p.name.split("=")[1]) for p in (run_dir / "state").glob("step=*"))
     assert saved and saved[-1] < 400
 
-    again = extras({**raw, "train": {**raw["train"], "steps": saved[-1] + 2}}, model, items,
-                   run_dir)  # fmt: skip
+    again = extras(
+        {**raw, "train": {**raw["train"], "steps": saved[-1] + 2}}, model, items, run_dir
+    )
     lines: list[str] = []
     train_child.launch(again, 0, lines.append)
     result = json.loads((run_dir / "result.json").read_text())
     assert result["resumed_from"] == saved[-1] and result["steps"] == saved[-1] + 2
     assert any(line.startswith(f"resuming r from step {saved[-1]}") for line in lines), lines
     with pytest.raises(ResumeError, match=r"trained on 2 process\(es\), this run has 1"):
-        one_process({**raw, "train": {**raw["train"], "devices": 1, "steps": saved[-1] + 4}},
-                    model, items, run_dir)  # fmt: skip
+        one_process(
+            {**raw, "train": {**raw["train"], "devices": 1, "steps": saved[-1] + 4}},
+            model,
+            items,
+            run_dir,
+        )
 
 
 def test_a_state_of_one_process_does_not_resume_on_two(tiny_sa3, sa3_items, tmp_path):
     one_process(raw_run("stable-audio-3", tiny_sa3, steps=2), tiny_sa3, sa3_items, tmp_path)
-    two = extras(raw_run("stable-audio-3", tiny_sa3, devices=2, steps=4), tiny_sa3, sa3_items,
-                 tmp_path)  # fmt: skip
-    with pytest.raises(TrainingError, match=r"training rank \d .* stopped: .*cannot resume: the "
-                       r"saved run was trained on 1 process\(es\), this run has 2"):  # fmt: skip
+    two = extras(
+        raw_run("stable-audio-3", tiny_sa3, devices=2, steps=4), tiny_sa3, sa3_items, tmp_path
+    )
+    with pytest.raises(
+        TrainingError,
+        match=r"training rank \d .* stopped: .*cannot resume: the "
+        r"saved run was trained on 1 process\(es\), this run has 2",
+    ):
         train_child.launch(two, 0, lambda _: None)
 
 
@@ -232,12 +285,24 @@ def test_the_launch_keys_are_checked(tiny_sa3, tmp_path):
     raw = {"name": "a", "family": "ace-step", "train": {"devices": 8}}
     with pytest.raises(ConfigError, match=r"train.accumulation \(4\) must be at least"):
         resolve_run(raw, Path("tunesmith.toml"), 0)
-    ok = resolve_run(raw_run("sdxl", tiny_sa3, devices=2, nodes=2, master_addr="h:29400",
-                             batch_size=4),
-                     Path("tunesmith.toml"), 0)  # fmt: skip
+    ok = resolve_run(
+        raw_run("sdxl", tiny_sa3, devices=2, nodes=2, master_addr="h:29400", batch_size=4),
+        Path("tunesmith.toml"),
+        0,
+    )
     args = train_child.torchrun_args(ok.train, 1, tmp_path / "launch.json")
-    assert args[:10] == ["--nnodes", "2", "--node-rank", "1", "--master-addr", "h",
-                         "--master-port", "29400", "--nproc-per-node", "2"]  # fmt: skip
+    assert args[:10] == [
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--master-addr",
+        "h",
+        "--master-port",
+        "29400",
+        "--nproc-per-node",
+        "2",
+    ]
 
 
 def _pid_once_saved(run_dir: Path) -> int | None:

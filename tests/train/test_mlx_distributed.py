@@ -71,8 +71,12 @@ def test_two_mlx_ranks_train_what_one_mlx_process_trains(tiny_sa3, clips, tmp_pa
     raw = raw_run("stable-audio-3", tiny_sa3, batch_size=3)
     single = one_process(raw, tiny_sa3, clips, tmp_path / "one")
     lines: list[str] = []
-    two = extras(raw_run("stable-audio-3", tiny_sa3, batch_size=3, devices=2), tiny_sa3,
-                 clips, tmp_path / "two")  # fmt: skip
+    two = extras(
+        raw_run("stable-audio-3", tiny_sa3, batch_size=3, devices=2),
+        tiny_sa3,
+        clips,
+        tmp_path / "two",
+    )
     train_child.launch(two, 0, lines.append)
 
     result = json.loads((tmp_path / "two" / "result.json").read_text())
@@ -88,11 +92,15 @@ def test_two_mlx_ranks_train_what_one_mlx_process_trains(tiny_sa3, clips, tmp_pa
     # B starts at zero, so it is what the steps trained (A and m hardly move from their start).
     # Looser than 1e-5: AdamW divides each element by its own running size, which magnifies
     # the rounding of near-zero gradients (1.4e-5 measured; 0.4 with no gradient averaging).
-    trained = [torch.cat([x[k].flatten().double() for k in sorted(x) if k.endswith("lora_B")])
-               for x in (mine, one)]  # fmt: skip
+    trained = [
+        torch.cat([x[k].flatten().double() for k in sorted(x) if k.endswith("lora_B")])
+        for x in (mine, one)
+    ]
     each = max(relative(mine[k], one[k]) for k in mine)
-    print(f"relative difference: worst loss {worst:.3g}, adapter {relative(*whole):.3g}, "
-          f"B {relative(*trained):.3g}, worst tensor {each:.3g}")  # fmt: skip
+    print(
+        f"relative difference: worst loss {worst:.3g}, adapter {relative(*whole):.3g}, "
+        f"B {relative(*trained):.3g}, worst tensor {each:.3g}"
+    )
     assert_close(*whole, "the adapter")
     assert relative(*trained) <= 1e-3, f"the adapter's B: relative difference {relative(*trained)}"
     assert any("under mlx.launch" in line for line in lines), lines
@@ -108,11 +116,13 @@ def test_a_killed_mlx_rank_is_named_and_the_next_run_resumes(tiny_sa3, clips, tm
 
 def test_a_state_of_one_mlx_process_does_not_resume_on_two(tiny_sa3, clips, tmp_path):
     one_process(raw_run("stable-audio-3", tiny_sa3, steps=2), tiny_sa3, clips, tmp_path)
-    two = extras(raw_run("stable-audio-3", tiny_sa3, devices=2, steps=4), tiny_sa3, clips,
-                 tmp_path)  # fmt: skip
-    with pytest.raises(TrainingError, match=r"training rank \d \(local rank \d, pid \d+\) "
-                       r"stopped: .*cannot resume: the saved run was trained on 1 "
-                       r"process\(es\), this run has 2"):  # fmt: skip
+    two = extras(raw_run("stable-audio-3", tiny_sa3, devices=2, steps=4), tiny_sa3, clips, tmp_path)
+    with pytest.raises(
+        TrainingError,
+        match=r"training rank \d \(local rank \d, pid \d+\) "
+        r"stopped: .*cannot resume: the saved run was trained on 1 "
+        r"process\(es\), this run has 2",
+    ):
         train_child.launch(two, 0, lambda _: None)
 
 
@@ -131,9 +141,11 @@ def test_the_ranks_end_is_read_from_mlx_launch(tmp_path):
     found = train_child._MLX_END.search(line)
     assert found and found.groups() == ("1", "-9")
     said = train_child._failed_mlx({1: -9, 0: 1}, tmp_path)
-    assert said == ("training rank 1 (local rank 1, pid 12) was ended by SIGKILL; training "
-                    "rank 0 (local rank 0, pid 11) exited with code 1 (its traceback is in "
-                    "the run's log)")  # fmt: skip
+    assert said == (
+        "training rank 1 (local rank 1, pid 12) was ended by SIGKILL; training "
+        "rank 0 (local rank 0, pid 11) exited with code 1 (its traceback is in "
+        "the run's log)"
+    )
     (tmp_path / "rank-0.error").write_text("out of memory")
     assert train_child._failed_mlx({1: -15, 0: 1}, tmp_path).startswith(
         "training rank 0 (local rank 0, pid 11) stopped: out of memory; training rank 1"
@@ -146,10 +158,16 @@ def test_the_ranks_end_is_read_from_mlx_launch(tmp_path):
 def planner_extras(raw: dict, models: Path, frame, run_dir: Path) -> dict:
     run = asdict(resolve_run(raw, Path("tunesmith.toml"), 0))
     run["adapter"] = {k: list(v) if isinstance(v, tuple) else v for k, v in run["adapter"].items()}
-    return {"run": run, "config_source": "tunesmith.toml", "checkpoint": str(models / "tiny"),
-            "items": json.loads(frame.to_json(orient="records")), "run_dir": str(run_dir),
-            "result_path": str(run_dir / "result.json"), "placement": MLX.as_dict(),
-            "metadata": LINEAGE}  # fmt: skip
+    return {
+        "run": run,
+        "config_source": "tunesmith.toml",
+        "checkpoint": str(models / "tiny"),
+        "items": json.loads(frame.to_json(orient="records")),
+        "run_dir": str(run_dir),
+        "result_path": str(run_dir / "result.json"),
+        "placement": MLX.as_dict(),
+        "metadata": LINEAGE,
+    }
 
 
 @pytest.fixture
@@ -162,8 +180,16 @@ def test_two_mlx_ranks_train_the_planner_as_one_process(planner_data, tmp_path):
     """The planner's windows of 3 over its 4 training songs: 3 then 1, so in every other
     window rank 1 has no song and joins at weight 0."""
     frame, models = planner_data
-    raw = {**PLANNER_RUN, "train": {**PLANNER_RUN["train"], "accumulation": 3, "steps": 6,
-                                    "eval_every": 6, "checkpoint_every": 6}}  # fmt: skip
+    raw = {
+        **PLANNER_RUN,
+        "train": {
+            **PLANNER_RUN["train"],
+            "accumulation": 3,
+            "steps": 6,
+            "eval_every": 6,
+            "checkpoint_every": 6,
+        },
+    }
     run = resolve_run(raw, Path("tunesmith.toml"), 0)
     (tmp_path / "one").mkdir()
     make = families.get("ace-step-planner").trainer("mlx")
@@ -180,11 +206,12 @@ def test_two_mlx_ranks_train_the_planner_as_one_process(planner_data, tmp_path):
     worst = max(relative([a], [b]) for a, b in zip(ours, theirs, strict=True))
     for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         assert_close([a], [b], f"the loss of step {step + 1}")
-    mine, one = (load_file(tmp_path / side / "state" / "step=6" / "state.safetensors")
-                 for side in ("two", "one"))  # fmt: skip
+    mine, one = (
+        load_file(tmp_path / side / "state" / "step=6" / "state.safetensors")
+        for side in ("two", "one")
+    )
     params = sorted(k for k in one if k.startswith("param."))
     assert params and mine.keys() == one.keys()
     whole = [torch.cat([x[k].flatten().double() for k in params]) for x in (mine, one)]
-    print(f"planner relative difference: worst loss {worst:.3g}, adapter "
-          f"{relative(*whole):.3g}")  # fmt: skip
+    print(f"planner relative difference: worst loss {worst:.3g}, adapter {relative(*whole):.3g}")
     assert_close(*whole, "the planner's adapter")

@@ -238,13 +238,25 @@ def test_hot_step_lokr_on_ace_step_shapes_puts_w2_on_muon_and_w1_on_adamw():
     from tunesmith.families.ace_step.tiny import TINY_ACE_STEP_CONFIG
     from tunesmith.train.optimizers import split_parameters
 
-    release = dict(TINY_ACE_STEP_CONFIG["transformer"], hidden_size=2048, intermediate_size=6144,
-                   num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-                   num_hidden_layers=24, in_channels=192, audio_acoustic_hidden_dim=64)  # fmt: skip
+    release = dict(
+        TINY_ACE_STEP_CONFIG["transformer"],
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        num_hidden_layers=24,
+        in_channels=192,
+        audio_acoustic_hidden_dim=64,
+    )
     with torch.device("meta"):
         dit = AceStepTransformer1DModel(**release)
-    targets = [n for n, m in dit.named_modules() if isinstance(m, nn.Linear) and
-               any(k in n for k in (".self_attn.", ".cross_attn.", ".mlp."))]  # fmt: skip
+    targets = [
+        n
+        for n, m in dit.named_modules()
+        if isinstance(m, nn.Linear)
+        and any(k in n for k in (".self_attn.", ".cross_attn.", ".mlp."))
+    ]
     attach(dit, targets, 512, 512.0, 6)
     split = split_parameters(named_adapter_parameters(dit), OptimizerSettings("muon"))
     assert len(targets) == 264

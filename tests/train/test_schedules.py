@@ -101,9 +101,11 @@ class _ClosedFormInverseLR(torch.optim.lr_scheduler.LRScheduler):
 
 @pytest.mark.parametrize(
     "settings",
-    [dict(inv_gamma=1e6, power=0.5, warmup=0.995),  # underfit's Stable Audio 3 templates
-     dict(inv_gamma=20, power=1.0, warmup=0.9, final_lr=3e-4)],  # decay and floor within reach
-)  # fmt: skip
+    [
+        dict(inv_gamma=1e6, power=0.5, warmup=0.995),  # underfit's Stable Audio 3 templates
+        dict(inv_gamma=20, power=1.0, warmup=0.9, final_lr=3e-4),
+    ],  # decay and floor within reach
+)
 def test_inverse_lr_steps_as_stable_audio_tools_scheduler(settings):
     """The lr of every optimizer step, as a LambdaLR of `inverse_lr` and as InverseLR, both
     stepped after each optimizer step as Lightning and underfit's loop do; and resumed."""

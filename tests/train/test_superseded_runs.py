@@ -27,10 +27,19 @@ def test_only_a_configured_runs_other_folders_are_superseded_and_removed(tmp_pat
     assert superseded(tmp_path / "nothing", current) == []
 
     outside = folder(tmp_path / "elsewhere" / "loops-dora-dddddddddd")
-    update_report(out, lambda r: r.setdefault("stages", {}).update({"adapters": {
-        "runs": [{"run": "loops-dora", "run_dir": str(now)}],
-        "superseded": [{"path": str(p), "bytes": 0} for p in (before, now, other, outside)],
-    }}))  # fmt: skip
+    update_report(
+        out,
+        lambda r: r.setdefault("stages", {}).update(
+            {
+                "adapters": {
+                    "runs": [{"run": "loops-dora", "run_dir": str(now)}],
+                    "superseded": [
+                        {"path": str(p), "bytes": 0} for p in (before, now, other, outside)
+                    ],
+                }
+            }
+        ),
+    )
     assert remove_superseded(tmp_path / "out", dry_run=True) == [(before, 25)]
     assert before.is_dir() and "superseded" in read_report(out)["stages"]["adapters"]
     assert remove_superseded(tmp_path / "out") == [(before, 25)]

@@ -38,8 +38,13 @@ from tunesmith.analysis import key as key_analysis
 from tunesmith.analysis import tempo as tempo_analysis
 from tunesmith.analysis.key import KEY_PROFILE, PITCH_CLASSES
 
-__all__ = ["ANALYSIS_PARAMS", "ANALYZER_VERSION", "PITCH_CLASSES", "AudioDecodeError",
-           "analyze_audio"]  # fmt: skip
+__all__ = [
+    "ANALYSIS_PARAMS",
+    "ANALYZER_VERSION",
+    "PITCH_CLASSES",
+    "AudioDecodeError",
+    "analyze_audio",
+]
 
 ANALYZER_VERSION = "2"
 

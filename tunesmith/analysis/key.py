@@ -138,11 +138,22 @@ def _chroma(segment: np.ndarray) -> np.ndarray:
 
     window, spectrum = es.Windowing(type="blackmanharris62"), es.Spectrum()
     peaks = es.SpectralPeaks(
-        orderBy="magnitude", magnitudeThreshold=1e-5, minFrequency=25, maxFrequency=3500,
-        maxPeaks=60, sampleRate=SAMPLE_RATE,
-    )  # fmt: skip
-    hpcp = es.HPCP(size=12, referenceFrequency=440, minFrequency=25, maxFrequency=3500,
-                   weightType="cosine", nonLinear=False, windowSize=1.0)  # fmt: skip
+        orderBy="magnitude",
+        magnitudeThreshold=1e-5,
+        minFrequency=25,
+        maxFrequency=3500,
+        maxPeaks=60,
+        sampleRate=SAMPLE_RATE,
+    )
+    hpcp = es.HPCP(
+        size=12,
+        referenceFrequency=440,
+        minFrequency=25,
+        maxFrequency=3500,
+        weightType="cosine",
+        nonLinear=False,
+        windowSize=1.0,
+    )
     frames = [hpcp(*peaks(spectrum(window(f)))) for f in _frames(segment, 4096, 2048)]
     return np.mean(frames, axis=0) if frames else np.zeros(12)
 
@@ -157,9 +168,13 @@ def _bass_chroma(segment: np.ndarray) -> np.ndarray:
 
     window, spectrum = es.Windowing(type="blackmanharris62"), es.Spectrum()
     peaks = es.SpectralPeaks(
-        orderBy="magnitude", magnitudeThreshold=1e-5, minFrequency=BASS_BAND[0],
-        maxFrequency=BASS_BAND[1], maxPeaks=20, sampleRate=SAMPLE_RATE,
-    )  # fmt: skip
+        orderBy="magnitude",
+        magnitudeThreshold=1e-5,
+        minFrequency=BASS_BAND[0],
+        maxFrequency=BASS_BAND[1],
+        maxPeaks=20,
+        sampleRate=SAMPLE_RATE,
+    )
     chroma = np.zeros(12)
     for frame in _frames(segment, 16384, 4096):
         frequencies, magnitudes = peaks(spectrum(window(frame)))

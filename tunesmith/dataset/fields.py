@@ -133,8 +133,14 @@ def _key(rel: str, ranked: list[Source], analysis: dict[str, Any], out: Resolved
         if parsed is None:
             out.warnings.append(_unreadable(source, rel, "keyscale", 'a key like "E minor"'))
             continue
-        _set(out, "keyscale", written, source.name, " ".join(measured).strip() or None,
-             confidence if measured[0] else None)  # fmt: skip
+        _set(
+            out,
+            "keyscale",
+            written,
+            source.name,
+            " ".join(measured).strip() or None,
+            confidence if measured[0] else None,
+        )
         out.values["key"], out.values["scale"] = parsed
         if measured[0] and parsed != measured:
             _flag(out, "keyscale", f"the audio says {' '.join(measured)}", confidence)
@@ -152,8 +158,12 @@ def _key(rel: str, ranked: list[Source], analysis: dict[str, Any], out: Resolved
 
 def _text_fields(rel: str, ranked: list[Source], level: DatasetLevel, out: Resolved) -> None:
     lyrics = next(iter(_stating(ranked, "lyrics")), None)
-    _set(out, "lyrics", sidecars.as_text(lyrics.values["lyrics"]) if lyrics else "",
-         lyrics.name if lyrics else "none")  # fmt: skip
+    _set(
+        out,
+        "lyrics",
+        sidecars.as_text(lyrics.values["lyrics"]) if lyrics else "",
+        lyrics.name if lyrics else "none",
+    )
     _instrumental(rel, ranked, out)
     for source in _stating(ranked, "timesignature"):
         written = sidecars.as_text(source.values["timesignature"])
@@ -201,8 +211,14 @@ def _declared(source: Source) -> bool:
     return sidecars.as_text(source.values["language"]).lower() != "unknown"
 
 
-def _set(out: Resolved, name: str, value: Any, source: str, analysis: Any = None,
-         confidence: float | None = None) -> None:  # fmt: skip
+def _set(
+    out: Resolved,
+    name: str,
+    value: Any,
+    source: str,
+    analysis: Any = None,
+    confidence: float | None = None,
+) -> None:
     out.values[name] = value
     entry: dict[str, Any] = {"source": source}
     if analysis is not None:
@@ -214,10 +230,16 @@ def _set(out: Resolved, name: str, value: Any, source: str, analysis: Any = None
 
 def _flag(out: Resolved, name: str, reason: str, confidence: float) -> None:
     entry = out.fields[name]
-    out.review.append({
-        "field": name, "value": out.values[name], "source": entry["source"],
-        "analysis": entry.get("analysis"), "confidence": round(confidence, 4), "reason": reason,
-    })  # fmt: skip
+    out.review.append(
+        {
+            "field": name,
+            "value": out.values[name],
+            "source": entry["source"],
+            "analysis": entry.get("analysis"),
+            "confidence": round(confidence, 4),
+            "reason": reason,
+        }
+    )
 
 
 def _unreadable(source: Source, rel: str, name: str, expected: str) -> str:

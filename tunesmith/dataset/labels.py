@@ -35,17 +35,52 @@ from tunesmith.store import Store, content_key
 STAGE_VERSION = 2
 
 COLUMNS = [
-    "path", "kind", "sha256", "caption", "caption_source", "tags",
-    "duration", "sample_rate", "channels", "bpm", "bpm_confidence",
-    "key", "scale", "key_strength", "loudness_lufs", "width", "height", "mode",
-    "tempo_confidence", "key_confidence", "keyscale", "timesignature", "lyrics", "language",
-    "is_instrumental", "custom_tag", "tag_position", "genre_ratio",
-    "fields", "review", "side_step",
-]  # fmt: skip
+    "path",
+    "kind",
+    "sha256",
+    "caption",
+    "caption_source",
+    "tags",
+    "duration",
+    "sample_rate",
+    "channels",
+    "bpm",
+    "bpm_confidence",
+    "key",
+    "scale",
+    "key_strength",
+    "loudness_lufs",
+    "width",
+    "height",
+    "mode",
+    "tempo_confidence",
+    "key_confidence",
+    "keyscale",
+    "timesignature",
+    "lyrics",
+    "language",
+    "is_instrumental",
+    "custom_tag",
+    "tag_position",
+    "genre_ratio",
+    "fields",
+    "review",
+    "side_step",
+]
 # Analysis values copied into the row as they are.
-_MEASURED = ("duration", "sample_rate", "channels", "bpm_confidence", "key_strength",
-             "loudness_lufs", "width", "height", "mode", "tempo_confidence",
-             "key_confidence")  # fmt: skip
+_MEASURED = (
+    "duration",
+    "sample_rate",
+    "channels",
+    "bpm_confidence",
+    "key_strength",
+    "loudness_lufs",
+    "width",
+    "height",
+    "mode",
+    "tempo_confidence",
+    "key_confidence",
+)
 
 
 class ChangedDuringBuild(Exception):
@@ -111,9 +146,15 @@ def build_labels(
     extra.update({"warnings": warnings} if warnings else {})
     extra.update({"ignored": [vars(i) for i in ignored]} if ignored else {})
     result = StageResult(
-        stage="labels", data_version=data_version, items=len(items), cached=cached,
-        computed=computed, skipped=skipped, seconds=time.perf_counter() - start, extra=extra,
-    )  # fmt: skip
+        stage="labels",
+        data_version=data_version,
+        items=len(items),
+        cached=cached,
+        computed=computed,
+        skipped=skipped,
+        seconds=time.perf_counter() - start,
+        extra=extra,
+    )
     return Labels(frame, result, keys, dataset)
 
 
@@ -127,10 +168,14 @@ def _label_key(
     """Everything the record is built from: the analysis, each sidecar's path and hash, the
     dataset.json sample and the dataset-level values in force."""
     return content_key(
-        stage="labels", version=STAGE_VERSION, path=item.path, analysis=analysis,
+        stage="labels",
+        version=STAGE_VERSION,
+        path=item.path,
+        analysis=analysis,
         sidecars={name: [e.path, e.sha256] for name, e in found.items()},
-        sample=sample, dataset={k: v for k, v in dataset.items() if k != "metadata_read"},
-    )  # fmt: skip
+        sample=sample,
+        dataset={k: v for k, v in dataset.items() if k != "metadata_read"},
+    )
 
 
 def _dataset_level(
@@ -207,7 +252,9 @@ def _record(
     record.update({k: analysis.get(k) for k in _MEASURED})
     record.update(resolved.values)
     record.update(
-        path=item.path, kind=item.kind, sha256=item.sha256,
+        path=item.path,
+        kind=item.kind,
+        sha256=item.sha256,
         caption_source=resolved.fields["caption"]["source"],
         tag_position=level.tag_position if item.kind == "audio" else None,
         genre_ratio=level.genre_ratio if item.kind == "audio" else None,
@@ -215,7 +262,7 @@ def _record(
         review=json.dumps(resolved.review, ensure_ascii=False),
         side_step=json.dumps(sample, ensure_ascii=False) if sample is not None else None,
         warnings=warnings + resolved.warnings,
-    )  # fmt: skip
+    )
     return record
 
 

@@ -34,11 +34,35 @@ from typing import Any
 from tunesmith.report import Skipped
 
 FILE = "dataset.json"
-METADATA_KEYS = ("name", "custom_tag", "tag_position", "created_at", "num_samples",
-                 "all_instrumental", "genre_ratio")  # fmt: skip
-SAMPLE_KEYS = ("id", "audio_path", "filename", "caption", "genre", "lyrics", "raw_lyrics",
-               "formatted_lyrics", "bpm", "keyscale", "timesignature", "duration", "language",
-               "is_instrumental", "custom_tag", "labeled", "prompt_override", "repeat")  # fmt: skip
+METADATA_KEYS = (
+    "name",
+    "custom_tag",
+    "tag_position",
+    "created_at",
+    "num_samples",
+    "all_instrumental",
+    "genre_ratio",
+)
+SAMPLE_KEYS = (
+    "id",
+    "audio_path",
+    "filename",
+    "caption",
+    "genre",
+    "lyrics",
+    "raw_lyrics",
+    "formatted_lyrics",
+    "bpm",
+    "keyscale",
+    "timesignature",
+    "duration",
+    "language",
+    "is_instrumental",
+    "custom_tag",
+    "labeled",
+    "prompt_override",
+    "repeat",
+)
 METADATA_DEFAULTS = {"custom_tag": "", "tag_position": "prepend", "genre_ratio": 0}
 INSTRUMENTAL_LYRICS = "[Instrumental]"
 # Caption sources a person wrote; Side-Step's `labeled` says the caption is not a file name.
@@ -134,8 +158,16 @@ def export(rows: list[dict[str, Any]], folder: Path, name: str, dataset: dict[st
 
 # Fields the labels stage resolves from every source; Side-Step's bookkeeping (id,
 # raw_lyrics, labeled, ...) is written back as read.
-RESOLVED = ("caption", "lyrics", "bpm", "keyscale", "timesignature", "language",
-            "is_instrumental", "custom_tag")  # fmt: skip
+RESOLVED = (
+    "caption",
+    "lyrics",
+    "bpm",
+    "keyscale",
+    "timesignature",
+    "language",
+    "is_instrumental",
+    "custom_tag",
+)
 NO_VALUE = (None, "", "unknown", INSTRUMENTAL_LYRICS)  # how Side-Step writes "nothing"
 
 

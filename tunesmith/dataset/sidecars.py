@@ -28,21 +28,53 @@ from typing import Any
 
 # underfit's embedded-tag set (its pre-encoder's TAG_KEYS)
 TAG_KEYS = ("title", "artist", "album", "genre", "label", "date", "composer", "bpm")
-_ID3 = {"TIT2": "title", "TPE1": "artist", "TALB": "album", "TCON": "genre",
-        "TPUB": "label", "TDRC": "date", "TCOM": "composer", "TBPM": "bpm"}  # fmt: skip
-_MP4 = {"\xa9nam": "title", "\xa9ART": "artist", "\xa9alb": "album", "\xa9gen": "genre",
-        "\xa9day": "date", "\xa9wrt": "composer", "tmpo": "bpm"}  # fmt: skip
+_ID3 = {
+    "TIT2": "title",
+    "TPE1": "artist",
+    "TALB": "album",
+    "TCON": "genre",
+    "TPUB": "label",
+    "TDRC": "date",
+    "TCOM": "composer",
+    "TBPM": "bpm",
+}
+_MP4 = {
+    "\xa9nam": "title",
+    "\xa9ART": "artist",
+    "\xa9alb": "album",
+    "\xa9gen": "genre",
+    "\xa9day": "date",
+    "\xa9wrt": "composer",
+    "tmpo": "bpm",
+}
 CAPTION_KEYS = ("prompt", "caption")  # underfit's JSON calls it prompt, ACE's caption
 # Label fields a sidecar may state, under the names used here (ACE-Step's).
-FIELDS = ("caption", "lyrics", "bpm", "keyscale", "timesignature", "language",
-          "is_instrumental", "custom_tag")  # fmt: skip
+FIELDS = (
+    "caption",
+    "lyrics",
+    "bpm",
+    "keyscale",
+    "timesignature",
+    "language",
+    "is_instrumental",
+    "custom_tag",
+)
 # Other spellings of those fields in JSON sidecars and Side-Step's `.txt` (its aliases).
-ALIASES = {"prompt": "caption", "key": "keyscale", "scale": "keyscale", "signature":
-           "timesignature", "time_signature": "timesignature", "sig": "timesignature",
-           "lang": "language", "tempo": "bpm", "trigger": "custom_tag"}  # fmt: skip
+ALIASES = {
+    "prompt": "caption",
+    "key": "keyscale",
+    "scale": "keyscale",
+    "signature": "timesignature",
+    "time_signature": "timesignature",
+    "sig": "timesignature",
+    "lang": "language",
+    "tempo": "bpm",
+    "trigger": "custom_tag",
+}
 # The keys Side-Step's sidecar parser recognises at the start of a line.
-SIDE_STEP_KEYS = frozenset({*FIELDS, *ALIASES, "genre", "tags", "repeat", "repeats",
-                            "prompt_override", "duration"})  # fmt: skip
+SIDE_STEP_KEYS = frozenset(
+    {*FIELDS, *ALIASES, "genre", "tags", "repeat", "repeats", "prompt_override", "duration"}
+)
 INSTRUMENTAL = "[instrumental]"  # the lyrics ACE-Step and Side-Step write for no vocals
 
 

@@ -39,8 +39,25 @@ ARTIST = "tunesmith examples"
 
 # Key names are spelled as tunesmith.analysis.audio reports them (sharps for C# and F#,
 # flats for Eb, Ab, Bb); the enharmonic spellings are accepted here too.
-_SEMITONE = {"C": 0, "C#": 1, "Db": 1, "D": 2, "D#": 3, "Eb": 3, "E": 4, "F": 5, "F#": 6,
-             "Gb": 6, "G": 7, "G#": 8, "Ab": 8, "A": 9, "A#": 10, "Bb": 10, "B": 11}  # fmt: skip
+_SEMITONE = {
+    "C": 0,
+    "C#": 1,
+    "Db": 1,
+    "D": 2,
+    "D#": 3,
+    "Eb": 3,
+    "E": 4,
+    "F": 5,
+    "F#": 6,
+    "Gb": 6,
+    "G": 7,
+    "G#": 8,
+    "Ab": 8,
+    "A": 9,
+    "A#": 10,
+    "Bb": 10,
+    "B": 11,
+}
 # Triads (semitones above the tonic) of the four bars. Minor borrows V from harmonic minor:
 # its major third is the leading tone, the strongest single cue for a minor key.
 _PROGRESSION = {

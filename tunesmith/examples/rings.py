@@ -19,14 +19,21 @@ from tunesmith.store.atomic import write_if_changed
 TRIGGER = "rngstyle"
 COUNT = 12
 _COLOURS = {
-    "red": (214, 64, 52), "orange": (236, 140, 40), "yellow": (240, 200, 60),
-    "green": (70, 160, 90), "teal": (40, 150, 150), "blue": (60, 100, 200),
-    "purple": (130, 80, 170), "pink": (230, 120, 160),
-}  # fmt: skip
+    "red": (214, 64, 52),
+    "orange": (236, 140, 40),
+    "yellow": (240, 200, 60),
+    "green": (70, 160, 90),
+    "teal": (40, 150, 150),
+    "blue": (60, 100, 200),
+    "purple": (130, 80, 170),
+    "pink": (230, 120, 160),
+}
 _GROUNDS = {
-    "cream": (246, 238, 220), "pale blue": (214, 230, 244),
-    "pale green": (222, 240, 222), "light grey": (228, 228, 228),
-}  # fmt: skip
+    "cream": (246, 238, 220),
+    "pale blue": (214, 230, 244),
+    "pale green": (222, 240, 222),
+    "light grey": (228, 228, 228),
+}
 _SIZES = [(320, 320), (384, 288), (288, 384), (352, 256)]
 _NUMBERS = ["one", "two", "three", "four"]
 

@@ -39,8 +39,12 @@ _SCALES = {"major": (0, 2, 4, 5, 7, 9, 11), "minor": (0, 2, 3, 5, 7, 8, 10)}
 _MELODY = (0, 2, 4, 2, 1, 0, 4, 5)
 # (F1, F2) in Hz of the sung vowels, adult voice (Peterson & Barney's averages, rounded).
 _FORMANTS = {
-    "a": (730, 1090), "e": (530, 1840), "i": (270, 2290), "o": (570, 840), "u": (300, 870),
-}  # fmt: skip
+    "a": (730, 1090),
+    "e": (530, 1840),
+    "i": (270, 2290),
+    "o": (570, 840),
+    "u": (300, 870),
+}
 _FORMANT_WIDTH = 150.0  # Hz: wide enough that a high note's sparse harmonics still find them
 _SOURCE_TILT = 0.3  # the voice source's harmonic k at SOURCE_TILT / k, under the formants
 
@@ -62,33 +66,62 @@ class SongSpec:
     @property
     def backing(self) -> LoopSpec:
         return LoopSpec(
-            self.stem, self.bpm, self.key, self.scale, self.seconds, self.genre, "", "txt",
+            self.stem,
+            self.bpm,
+            self.key,
+            self.scale,
+            self.seconds,
+            self.genre,
+            "",
+            "txt",
             self.four_on_the_floor,
-        )  # fmt: skip
+        )
 
 
 SONGS: tuple[SongSpec, ...] = (
     SongSpec(
-        "night_bus", 112.0, "Bb", "major", 10.0, "synth pop",
+        "night_bus",
+        112.0,
+        "Bb",
+        "major",
+        10.0,
+        "synth pop",
         "bright synth pop song with a female voice, punchy drums and warm pads",
         "[Verse]\nlast bus home through the city light\nwindows hum and the road runs on\n"
         "[Chorus]\nride on ride on\n",
     ),
     SongSpec(
-        "dusty_keys", 92.0, "A", "minor", 10.0, "lo-fi hip hop",
+        "dusty_keys",
+        92.0,
+        "A",
+        "minor",
+        10.0,
+        "lo-fi hip hop",
         "warm lo-fi hip hop instrumental with dusty keys and a lazy beat",
     ),
     SongSpec(
-        "paper_moon", 128.0, "G", "major", 9.0, "indie pop",
+        "paper_moon",
+        128.0,
+        "G",
+        "major",
+        9.0,
+        "indie pop",
         "sunny indie pop song with a light voice over bouncy chords",
         "[Verse]\npaper moon above the old hotel\nwe keep the time we do not tell\n"
         "[Chorus]\nhold on hold on\n",
     ),
     SongSpec(
-        "warehouse", 124.0, "C#", "minor", 9.0, "house",
-        "deep house instrumental, four on the floor kick and off-beat hats", None, True,
+        "warehouse",
+        124.0,
+        "C#",
+        "minor",
+        9.0,
+        "house",
+        "deep house instrumental, four on the floor kick and off-beat hats",
+        None,
+        True,
     ),
-)  # fmt: skip
+)
 
 
 def make_songs(folder: Path) -> list[Path]:

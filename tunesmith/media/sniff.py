@@ -11,11 +11,24 @@ from pathlib import Path
 
 # extension → format name
 BY_EXTENSION = {
-    ".wav": "WAV", ".flac": "FLAC", ".mp3": "MP3", ".ogg": "Ogg", ".opus": "Ogg",
-    ".m4a": "MP4", ".aiff": "AIFF", ".aif": "AIFF",
-    ".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WebP", ".bmp": "BMP",
-    ".gif": "GIF", ".tif": "TIFF", ".tiff": "TIFF", ".avif": "AVIF",
-}  # fmt: skip
+    ".wav": "WAV",
+    ".flac": "FLAC",
+    ".mp3": "MP3",
+    ".ogg": "Ogg",
+    ".opus": "Ogg",
+    ".m4a": "MP4",
+    ".aiff": "AIFF",
+    ".aif": "AIFF",
+    ".png": "PNG",
+    ".jpg": "JPEG",
+    ".jpeg": "JPEG",
+    ".webp": "WebP",
+    ".bmp": "BMP",
+    ".gif": "GIF",
+    ".tif": "TIFF",
+    ".tiff": "TIFF",
+    ".avif": "AVIF",
+}
 AUDIO_FORMATS = frozenset({"WAV", "FLAC", "MP3", "Ogg", "MP4", "AIFF"})
 
 

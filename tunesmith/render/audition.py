@@ -208,8 +208,10 @@ def _plan_html(entry: dict) -> str:
     dit = ""
     if plan.get("dit_audio"):
         src = _esc(quote(str(plan["dit_audio"]), safe="/"))
-        dit = (f'<p class="settings">the same codes through the DiT:</p>'
-               f'<audio controls preload="metadata" src="{src}"></audio>')  # fmt: skip
+        dit = (
+            f'<p class="settings">the same codes through the DiT:</p>'
+            f'<audio controls preload="metadata" src="{src}"></audio>'
+        )
     return (
         f'<div class="plan"><p class="settings">{_esc(plan.get("codes", 0))} codes · '
         f"{_esc(length)} s</p>"

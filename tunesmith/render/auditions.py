@@ -83,9 +83,17 @@ def audition_spec(
             continue
         sides = {s: {**_media(r, rel), **_plan(r, rel)} for s, r in pair.items()}
         sides["adapter"].update(strength=demo.strength, step=int(trained["best_step"]))
-        prompts.append({"id": f"demo{index}", "prompt": demo.prompt, "seed": demo.seed,
-                        "duration": getattr(demo, "duration", None), "steps": demo.steps,
-                        "cfg": demo.cfg, **sides})  # fmt: skip
+        prompts.append(
+            {
+                "id": f"demo{index}",
+                "prompt": demo.prompt,
+                "seed": demo.seed,
+                "duration": getattr(demo, "duration", None),
+                "steps": demo.steps,
+                "cfg": demo.cfg,
+                **sides,
+            }
+        )
         if getattr(demo, "lyrics", ""):  # a family whose demos sing
             prompts[-1]["lyrics"] = demo.lyrics
     lineage = _lineage(run.family, trained["best_path"], record)

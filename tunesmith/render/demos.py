@@ -69,12 +69,15 @@ def build_renders(
                 strength = 0.0 if side == "base" else demo.strength
                 media = {"size": render.size} if render.image else {"mp3": mp3_ok}
                 key = content_key(
-                    stage="renders", version=STAGE_VERSION, family=run.family,
+                    stage="renders",
+                    version=STAGE_VERSION,
+                    family=run.family,
                     base=base_fingerprints[run.name],
                     adapter=render.adapter_sha if strength else None,
-                    demo={**asdict(demo), "strength": strength}, placement=placement.as_dict(),
+                    demo={**asdict(demo), "strength": strength},
+                    placement=placement.as_dict(),
                     **media,
-                )  # fmt: skip
+                )
                 folder = out / "renders" / run.name / side
                 # Both functions run inside this iteration (no late-binding of the loop).
                 row, built = store.provide(
@@ -124,12 +127,19 @@ class _RunRenders:
             if getattr(demo, "lyrics", ""):  # a family whose demos sing
                 settings["lyrics"] = demo.lyrics
         sidecar = {
-            "prompt": demo.prompt, "seed": demo.seed, **settings,
-            "steps": demo.steps, "cfg": demo.cfg, "side": side,
-            "adapter": str(self.adapter) if strength else None, "strength": strength,
-            "training_step": int(self.trained["best_step"]), "family": run.family,
-            "placement": str(self.placement), "run": run.name,
-        }  # fmt: skip
+            "prompt": demo.prompt,
+            "seed": demo.seed,
+            **settings,
+            "steps": demo.steps,
+            "cfg": demo.cfg,
+            "side": side,
+            "adapter": str(self.adapter) if strength else None,
+            "strength": strength,
+            "training_step": int(self.trained["best_step"]),
+            "family": run.family,
+            "placement": str(self.placement),
+            "run": run.name,
+        }
         # A renderer may say more about what it rendered (a planner's plan: codes, metas).
         details = getattr(self.made, "details", None)
         sidecar.update(details() if details else {})
@@ -158,8 +168,12 @@ def _publish(store: Store, key: str, folder: Path, run: RunConfig, index: int) -
     """Copy a render out of the store as `<folder>/demo<index>.<ext>` with its JSON sidecar."""
     entry, stem = store.path(key), folder / f"demo{index}"
     paths = {}
-    media = (("audio.wav", ".wav"), ("audio.mp3", ".mp3"), ("spectrogram.png", ".png"),
-             ("image.png", ".png"))  # fmt: skip
+    media = (
+        ("audio.wav", ".wav"),
+        ("audio.mp3", ".mp3"),
+        ("spectrogram.png", ".png"),
+        ("image.png", ".png"),
+    )
     for name, suffix in media:
         if (entry / name).exists():
             store.publish(key, name, stem.with_suffix(suffix))
@@ -172,9 +186,14 @@ def _publish(store: Store, key: str, folder: Path, run: RunConfig, index: int) -
     target = stem.with_suffix(".json")
     write_if_changed(target, (json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n").encode())
     return {
-        "run": run.name, "demo": f"demo{index}", "side": sidecar["side"],
-        "prompt": sidecar["prompt"], "seed": sidecar["seed"], "wav": paths.get(".wav"),
-        "mp3": paths.get(".mp3"), "sidecar": str(target),
+        "run": run.name,
+        "demo": f"demo{index}",
+        "side": sidecar["side"],
+        "prompt": sidecar["prompt"],
+        "seed": sidecar["seed"],
+        "wav": paths.get(".wav"),
+        "mp3": paths.get(".mp3"),
+        "sidecar": str(target),
         "spectrogram": paths[".png"] if ".wav" in paths else None,
         "image": None if ".wav" in paths else paths[".png"],
-    }  # fmt: skip
+    }

@@ -25,11 +25,18 @@ FLOOR_DB = -80.0  # quieter than this is drawn as the darkest colour
 # magma at nine evenly spaced points (matplotlib's table, rounded); linear in between
 _MAGMA_ANCHORS = np.array(
     [
-        [0, 0, 4], [28, 16, 68], [79, 18, 123], [129, 37, 129], [181, 54, 122],
-        [229, 80, 100], [251, 135, 97], [254, 194, 135], [252, 253, 191],
+        [0, 0, 4],
+        [28, 16, 68],
+        [79, 18, 123],
+        [129, 37, 129],
+        [181, 54, 122],
+        [229, 80, 100],
+        [251, 135, 97],
+        [254, 194, 135],
+        [252, 253, 191],
     ],
     dtype=np.float64,
-)  # fmt: skip
+)
 
 
 def _lookup_table() -> np.ndarray:

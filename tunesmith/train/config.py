@@ -156,14 +156,18 @@ class Plan:
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> Plan:
         if document.get("version") != PLAN_VERSION:
-            raise ConfigError(f"a plan of layout {document.get('version')!r}; this tunesmith "
-                              f"reads {PLAN_VERSION}: build the dataset again")  # fmt: skip
+            raise ConfigError(
+                f"a plan of layout {document.get('version')!r}; this tunesmith "
+                f"reads {PLAN_VERSION}: build the dataset again"
+            )
         runs = []
         for entry in document["runs"]:
             run = run_from_document(entry["config"])
             if run_key(run) != entry["key"]:
-                raise ConfigError(f"run {entry['name']}: the plan's config does not give its "
-                                  "key; build the dataset again")  # fmt: skip
+                raise ConfigError(
+                    f"run {entry['name']}: the plan's config does not give its "
+                    "key; build the dataset again"
+                )
             runs.append(run)
         return cls(tuple(runs), tuple(document["notes"]), bool(document.get("default")))
 
@@ -183,8 +187,10 @@ def read_plan(out: Path) -> Plan:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no plan yet; the manifest stage writes it, build the "
-                          "dataset from its first stage") from None  # fmt: skip
+        raise ConfigError(
+            f"{path}: no plan yet; the manifest stage writes it, build the "
+            "dataset from its first stage"
+        ) from None
     return Plan.from_document(document)
 
 

@@ -51,8 +51,13 @@ class _Run:
         self.identity = {**trainer.identity, **({"world_size": world} if world > 1 else {})}
 
     def document(self) -> dict[str, Any]:
-        return {"step": self.step, "history": self.history, "best": self.best,
-                "checkpoints": self.checkpoints, "identity": self.identity}  # fmt: skip
+        return {
+            "step": self.step,
+            "history": self.history,
+            "best": self.best,
+            "checkpoints": self.checkpoints,
+            "identity": self.identity,
+        }
 
     def measure(self, log: Callable[[str], None]) -> float:
         loss = self.trainer.validation_loss()
@@ -226,8 +231,9 @@ def _shown(key: str, value: float) -> str:
 
 def _bar(step: int, epoch: int, stream: TextIO, disable: bool = False) -> tqdm:
     # underfit's progress output: one bar per epoch, redrawn every step.
-    return tqdm(desc=f"Step {step}, Epoch {epoch}", mininterval=0, miniters=1, file=stream,
-                disable=disable)  # fmt: skip
+    return tqdm(
+        desc=f"Step {step}, Epoch {epoch}", mininterval=0, miniters=1, file=stream, disable=disable
+    )
 
 
 def _quiet(line: str) -> None:

@@ -64,9 +64,15 @@ def encode_dataset(folder: Path, models: Path, work: Path, runs=None):
     runs = runs or load_runs(folder, "audio")
     placement = Placement("torch", "cpu", "float32", "tests")
     request = EncodeRequest(
-        folder, labels.frame, runs, sorted({base_model_folder(r, models) for r in runs}),
-        work / "out", store, placement, work / "fingerprints.json",
-    )  # fmt: skip
+        folder,
+        labels.frame,
+        runs,
+        sorted({base_model_folder(r, models) for r in runs}),
+        work / "out",
+        store,
+        placement,
+        work / "fingerprints.json",
+    )
     return get("ace-step").encode(request), runs
 
 

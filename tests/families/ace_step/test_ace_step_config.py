@@ -31,22 +31,34 @@ def test_lora_and_lokr_take_hot_steps_defaults():
     a, t = lokr.adapter, lokr.train
     assert (a.rank, a.alpha, a.factor) == (512, 512.0, 6)
     assert (t.lr, t.epochs, t.accumulation, t.target_loss, t.loss_weighting) == (
-        2e-3, 250, 4, 0.6, "none",
-    )  # fmt: skip
+        2e-3,
+        250,
+        4,
+        0.6,
+        "none",
+    )
     assert lokr.base_model == "ace-step-1.5" and lokr.demos[0].steps == 32
 
 
 def test_every_default_can_be_overridden():
-    r = run({"rank": 16, "alpha": 8, "attention": "self", "target_mlp": False},
-            lr=1e-4, epochs=3, steps=7, optimizer="adamw", loss_weighting="min_snr")  # fmt: skip
+    r = run(
+        {"rank": 16, "alpha": 8, "attention": "self", "target_mlp": False},
+        lr=1e-4,
+        epochs=3,
+        steps=7,
+        optimizer="adamw",
+        loss_weighting="min_snr",
+    )
     assert (r.adapter.rank, r.adapter.alpha, r.train.lr, r.train.epochs) == (16, 8, 1e-4, 3)
     assert r.train.steps == 7 and r.train.loss_weighting == "min_snr"
     assert run({"rank": 16}).adapter.alpha == 32.0  # 2 x rank, HOT-Step's ratio
 
 
 def test_lokr_lr_and_accumulation_move_together():
-    with pytest.raises(ConfigError, match="a LoKr run's lr and accumulation move together: "
-                       "lr 0.001 with accumulation 4"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match="a LoKr run's lr and accumulation move together: lr 0.001 with accumulation 4",
+    ):
         run({"type": "lokr"}, lr=1e-3)
     with pytest.raises(ConfigError, match="lr 0.002 with accumulation 20.*2e-3 at 4"):
         run({"type": "lokr"}, accumulation=20)
@@ -89,6 +101,8 @@ def test_overrides_and_a_toml_resolve_the_same(tmp_path):
 
 
 def test_listing_the_families_loads_no_model_library():
-    code = ("import sys; from tunesmith import family; family.all_families(); "
-            "assert 'torch' not in sys.modules, 'torch imported'")  # fmt: skip
+    code = (
+        "import sys; from tunesmith import family; family.all_families(); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[3])

@@ -26,11 +26,22 @@ STEPS = 10
 
 
 def raw_run(**train) -> dict:
-    return {"name": "unit", "family": "ace-step", "base_model": "tiny",
-            "adapter": {"rank": 4},
-            "train": {"optimizer": "adamw", "crop_frames": 24, "accumulation": 2, "steps": STEPS,
-                      "eval_every": STEPS, "checkpoint_every": STEPS, **train},
-            "demos": [{"prompt": "zqx, a loop", "duration": 0.5, "steps": 1}]}  # fmt: skip
+    return {
+        "name": "unit",
+        "family": "ace-step",
+        "base_model": "tiny",
+        "adapter": {"rank": 4},
+        "train": {
+            "optimizer": "adamw",
+            "crop_frames": 24,
+            "accumulation": 2,
+            "steps": STEPS,
+            "eval_every": STEPS,
+            "checkpoint_every": STEPS,
+            **train,
+        },
+        "demos": [{"prompt": "zqx, a loop", "duration": 0.5, "steps": 1}],
+    }
 
 
 def test_two_ranks_train_what_one_process_trains(ace_encoded, tmp_path):
@@ -43,10 +54,16 @@ def test_two_ranks_train_what_one_process_trains(ace_encoded, tmp_path):
 
     two = asdict(resolve_run(raw_run(devices=2), Path("tunesmith.toml"), 0))
     two["adapter"] = {k: list(v) if isinstance(v, tuple) else v for k, v in two["adapter"].items()}
-    extras = {"run": two, "config_source": "tunesmith.toml", "checkpoint": str(models / "tiny"),
-              "items": json.loads(rows.to_json(orient="records")),
-              "run_dir": str(tmp_path / "two"), "result_path": str(tmp_path / "two.json"),
-              "placement": CPU.as_dict(), "metadata": LINEAGE}  # fmt: skip
+    extras = {
+        "run": two,
+        "config_source": "tunesmith.toml",
+        "checkpoint": str(models / "tiny"),
+        "items": json.loads(rows.to_json(orient="records")),
+        "run_dir": str(tmp_path / "two"),
+        "result_path": str(tmp_path / "two.json"),
+        "placement": CPU.as_dict(),
+        "metadata": LINEAGE,
+    }
     lines: list[str] = []
     train_child.launch(extras, 0, lines.append)
     result = json.loads((tmp_path / "two.json").read_text())

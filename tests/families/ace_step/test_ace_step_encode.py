@@ -151,9 +151,16 @@ def test_texts_are_encoded_as_the_pipeline_encodes_them(ace_pipe):
     caption = model.encode_caption(ace_pipe, caption_text("lpzsong, synth pop", metas))
     lyrics = model.encode_lyrics(ace_pipe, lyrics_text("[Chorus]\nride on ride on", "en"))
     text, text_mask, lyric, lyric_mask = ace_pipe.encode_prompt(
-        "lpzsong, synth pop", "[Chorus]\nride on ride on", "cpu", "en", 10.0, None, 112,
-        "Bb major", "4",
-    )  # fmt: skip
+        "lpzsong, synth pop",
+        "[Chorus]\nride on ride on",
+        "cpu",
+        "en",
+        10.0,
+        None,
+        112,
+        "Bb major",
+        "4",
+    )
     assert torch.equal(caption.hidden_states, text[0]) and text_mask.all()
     assert torch.equal(lyrics.hidden_states, lyric[0]) and lyric_mask.all()
     assert caption.cut_tokens == lyrics.cut_tokens == 0
@@ -175,10 +182,18 @@ def test_the_dit_reads_what_the_pipeline_feeds_it(ace_pipe):
     lyrics = model.encode_lyrics(ace_pipe, lyrics_text(None, "en"))
     noise = torch.randn(1, 50, 8, generator=torch.Generator().manual_seed(3))
     stepped = ace_pipe(
-        prompt="warm lo-fi", lyrics="[Instrumental]", vocal_language="en", audio_duration=2.0,
-        bpm=92, keyscale="A minor", timesignature="4", num_inference_steps=1,
-        guidance_scale=1.0, latents=noise, output_type="latent",
-    ).audios  # fmt: skip
+        prompt="warm lo-fi",
+        lyrics="[Instrumental]",
+        vocal_language="en",
+        audio_duration=2.0,
+        bpm=92,
+        keyscale="A minor",
+        timesignature="4",
+        num_inference_steps=1,
+        guidance_scale=1.0,
+        latents=noise,
+        output_type="latent",
+    ).audios
     states, mask = model.conditioning(ace_pipe, caption, lyrics)
     assert mask.all()
     t = torch.ones(1)
@@ -196,10 +211,14 @@ def test_an_items_files_are_safetensors_and_a_sidecar(ace_pipe, latents, tmp_pat
     stored, codes, sidecar = model.read_item(stem)
     assert torch.equal(stored, latents) and codes is None
     assert sidecar == {
-        "format": 1, "family": "ace-step", "sample_rate": 48000,
-        "latent_shape": list(latents.shape), "audio_codes": None,
-        "caption": "warm", "warnings": [],
-    }  # fmt: skip
+        "format": 1,
+        "family": "ace-step",
+        "sample_rate": 48000,
+        "latent_shape": list(latents.shape),
+        "audio_codes": None,
+        "caption": "warm",
+        "warnings": [],
+    }
     json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
 
     lyric = model.encode_lyrics(ace_pipe, lyrics_text("é ride on", "fr"))

@@ -55,8 +55,13 @@ def test_rows_hold_latents_codes_and_each_runs_texts(ace_encoded, ace_pipe):
     expected = model.encode_caption(ace_pipe, string).hidden_states
     assert torch.allclose(caption, expected, atol=1e-6)
     lyrics = {r["path"]: r["instrumental"] for r in frame.to_dict("records")}
-    assert lyrics == {"clip0.wav": False, "clip1.wav": True, "clip2.wav": False,
-                      "clip3.wav": True, "clip4.wav": False}  # fmt: skip
+    assert lyrics == {
+        "clip0.wav": False,
+        "clip1.wav": True,
+        "clip2.wav": False,
+        "clip3.wav": True,
+        "clip4.wav": False,
+    }
     # the published view: what model.read_item reads, and every run's texts
     [stem] = (models.parent / "out" / "encoded").glob("tiny-*")
     latents, codes, sidecar = model.read_item(stem / "clip0")
@@ -92,8 +97,9 @@ def test_without_the_audio_tokenizer_codes_are_skipped_once_and_the_dit_trains(
     from tunesmith.families.ace_step.trainer import AceStepTrainer
 
     placement = Placement("torch", "cpu", "float32", "tests")
-    trainer = AceStepTrainer(runs[0], tmp_path / "models" / "tiny", encoded.frame,
-                             tmp_path / "run", placement, {})  # fmt: skip
+    trainer = AceStepTrainer(
+        runs[0], tmp_path / "models" / "tiny", encoded.frame, tmp_path / "run", placement, {}
+    )
     assert torch.isfinite(torch.tensor(trainer.step().loss))
 
 
@@ -120,9 +126,14 @@ def test_lyrics_that_are_not_utf8_skip_the_item_unless_the_run_says_instrumental
     # each run trains on its own rows only
     for name in ("strict", "lenient"):
         run = next(r for r in _runs(folder) if r.name == name)
-        plan = stage.plan(run, tmp_path / "models" / "tiny", frame.assign(family="ace-step"),
-                          tmp_path / "out", Placement("torch", "cpu", "float32", "t"),
-                          tmp_path / "fp.json")  # fmt: skip
+        plan = stage.plan(
+            run,
+            tmp_path / "models" / "tiny",
+            frame.assign(family="ace-step"),
+            tmp_path / "out",
+            Placement("torch", "cpu", "float32", "t"),
+            tmp_path / "fp.json",
+        )
         assert set(plan.items["run"]) == {name}
 
 

@@ -20,8 +20,9 @@ from tunesmith.examples.songs import make_songs
 pytestmark = pytest.mark.slow
 
 
-def test_the_songs_example_trains_renders_and_auditions(storage, instance, tiny_ace_step,
-                                                        tiny_planner):  # fmt: skip
+def test_the_songs_example_trains_renders_and_auditions(
+    storage, instance, tiny_ace_step, tiny_planner
+):
     shutil.copytree(tiny_ace_step, Path(storage.models_root) / TINY_ACE_STEP)
     shutil.copytree(tiny_planner, Path(storage.models_root) / TINY_PLANNER)
     folder = Path(storage.datasets_root) / "songs"

@@ -31,8 +31,11 @@ from tunesmith.train.config import resolve_run
 
 lycoris_logger.setLevel(logging.WARNING)
 PLACEMENT = Placement("torch", "cpu", "float32", "tests")
-LINEAGE = {"tunesmith.version": "t", "tunesmith.base_model_fingerprint": "fp",
-           "tunesmith.run_key": "k"}  # fmt: skip
+LINEAGE = {
+    "tunesmith.version": "t",
+    "tunesmith.base_model_fingerprint": "fp",
+    "tunesmith.run_key": "k",
+}
 # LoRA: alpha 2 x rank (the scale 2 folds into B exactly) and an alpha that does not.
 # LoKr: w2 full with alpha ≠ dim, and w2 split into w2_a·w2_b.
 SETTINGS = {
@@ -50,8 +53,14 @@ def trained(ace_encoded, name: str, run_dir: Path) -> AceStepTrainer:
     train = {"optimizer": "adamw", "crop_frames": 24}
     if adapter["type"] == "lokr":
         train.update(lr=2e-3, accumulation=4)
-    raw = {"name": "unit", "family": "ace-step", "base_model": "tiny", "trigger": "zqx",
-           "adapter": adapter, "train": train}  # fmt: skip
+    raw = {
+        "name": "unit",
+        "family": "ace-step",
+        "base_model": "tiny",
+        "trigger": "zqx",
+        "adapter": adapter,
+        "train": train,
+    }
     run = resolve_run(raw, Path("tunesmith.toml"), 0)
     rows = encoded.frame[encoded.frame["run"] == "unit"]
     ours = AceStepTrainer(run, models / "tiny", rows, run_dir, PLACEMENT, LINEAGE)
@@ -129,10 +138,11 @@ def original_named(dit) -> nn.Module:
     layers = nn.ModuleList()
     for block in dit.layers:
         attention = {
-            kind: nn.ModuleDict({"q_proj": a.to_q, "k_proj": a.to_k, "v_proj": a.to_v,
-                                 "o_proj": a.to_out[0]})
+            kind: nn.ModuleDict(
+                {"q_proj": a.to_q, "k_proj": a.to_k, "v_proj": a.to_v, "o_proj": a.to_out[0]}
+            )
             for kind, a in (("self_attn", block.self_attn), ("cross_attn", block.cross_attn))
-        }  # fmt: skip
+        }
         mlp = nn.ModuleDict(
             {n: getattr(block.mlp, n) for n in ("gate_proj", "up_proj", "down_proj")}
         )
@@ -163,8 +173,9 @@ def test_peft_and_lycoris_load_our_lokr_onto_the_same_function(written, ace_enco
     assert (output(dit) - exact).abs().max() <= 1e-5 * exact.abs().max()
 
     dit = load_pipeline(ace_encoded[2] / "tiny").transformer
-    network, _ = create_lycoris_from_weights(1.0, str(path.parent / files.LYCORIS),
-                                             original_named(dit))  # fmt: skip
+    network, _ = create_lycoris_from_weights(
+        1.0, str(path.parent / files.LYCORIS), original_named(dit)
+    )
     assert len(network.loras) == 22
     network.apply_to()
     by_lycoris = output(dit)
@@ -187,14 +198,18 @@ def comfy_key_map(decoder_modules: list[str]) -> dict[str, str]:
 
 def test_every_key_maps_through_comfyuis_ace_step_key_map(written, ace_pipe):
     # ComfyUI's ACE-Step 1.5 decoder keeps the original module names (q_proj ... o_proj).
-    decoder = [files.original_name(n) for n, m in ace_pipe.transformer.named_modules()
-               if isinstance(m, nn.Linear)]  # fmt: skip
+    decoder = [
+        files.original_name(n)
+        for n, m in ace_pipe.transformer.named_modules()
+        if isinstance(m, nn.Linear)
+    ]
     key_map = comfy_key_map(decoder)
     for name, (_, path) in written.items():
         targets = [path] + ([path.parent / files.LYCORIS] if name.startswith("lokr") else [])
         for target in targets:
-            modules = {key.rsplit(".", 2 if key.endswith(".weight") else 1)[0]
-                       for key in load_file(target)}  # fmt: skip
+            modules = {
+                key.rsplit(".", 2 if key.endswith(".weight") else 1)[0] for key in load_file(target)
+            }
             assert len(modules) == 22 and modules <= set(key_map), (target, modules - set(key_map))
 
 

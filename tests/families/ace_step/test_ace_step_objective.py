@@ -32,8 +32,13 @@ def test_the_loss_is_the_reference_formula(ace_pipe):
     with torch.no_grad():
         ours = objective.crop_loss(dit, x0, noise, t, conditioning, context)
         x_t = 0.37 * noise + 0.63 * x0
-        v = dit(hidden_states=x_t, timestep=t, timestep_r=t, encoder_hidden_states=conditioning,
-                context_latents=context).sample  # fmt: skip
+        v = dit(
+            hidden_states=x_t,
+            timestep=t,
+            timestep_r=t,
+            encoder_hidden_states=conditioning,
+            context_latents=context,
+        ).sample
         reference = ((v - (noise - x0)) ** 2).sum() / v.numel()
     assert ours.dtype == torch.float64 and ours.shape == (1,)
     assert torch.allclose(ours[0], reference, rtol=1e-12, atol=0)

@@ -19,15 +19,22 @@ from tunesmith.train.config import ConfigError, resolve_run
 from tunesmith.train.order import Order
 
 PLACEMENT = Placement("torch", "cpu", "float32", "tests")
-LINEAGE = {"tunesmith.version": "t", "tunesmith.base_model_fingerprint": "fp",
-           "tunesmith.run_key": "k"}  # fmt: skip
+LINEAGE = {
+    "tunesmith.version": "t",
+    "tunesmith.base_model_fingerprint": "fp",
+    "tunesmith.run_key": "k",
+}
 
 
 def make_run(adapter: dict | None = None, **train) -> object:
-    raw = {"name": "unit", "family": "ace-step", "base_model": "tiny",
-           "adapter": {"rank": 4, **(adapter or {})},
-           "train": {"optimizer": "adamw", "crop_frames": 24, "epochs": 3, **train},
-           "demos": [{"prompt": "zqx, a loop", "duration": 0.5, "steps": 2}]}  # fmt: skip
+    raw = {
+        "name": "unit",
+        "family": "ace-step",
+        "base_model": "tiny",
+        "adapter": {"rank": 4, **(adapter or {})},
+        "train": {"optimizer": "adamw", "crop_frames": 24, "epochs": 3, **train},
+        "demos": [{"prompt": "zqx, a loop", "duration": 0.5, "steps": 2}],
+    }
     return resolve_run(raw, Path("tunesmith.toml"), 0)
 
 
@@ -86,8 +93,10 @@ def test_a_dropped_crop_sees_the_null_condition(ace_encoded, tmp_path):
     assert torch.equal(seen[1], item.conditioning)
     # and the draws drop about 15 % of the crops
     generator = torch.Generator().manual_seed(0)
-    drops = [data.draw_window(ours.train_items, [0], 8, generator, -0.4, 1.0, 0.15)[0].drop
-             for _ in range(2000)]  # fmt: skip
+    drops = [
+        data.draw_window(ours.train_items, [0], 8, generator, -0.4, 1.0, 0.15)[0].drop
+        for _ in range(2000)
+    ]
     assert 0.12 < float(torch.cat(drops).float().mean()) < 0.18
 
 
@@ -106,8 +115,12 @@ def test_the_schedule_and_the_start_line(ace_encoded, tmp_path):
 
 def run_loop(ace_encoded, run, run_dir: Path):
     logs = []
-    result = loop.train(trainer(ace_encoded, run, run_dir), run_dir, log=logs.append,
-                        progress=open(run_dir.parent / f"{run_dir.name}.log", "w"))  # fmt: skip
+    result = loop.train(
+        trainer(ace_encoded, run, run_dir),
+        run_dir,
+        log=logs.append,
+        progress=open(run_dir.parent / f"{run_dir.name}.log", "w"),
+    )
     return result, logs
 
 
@@ -118,12 +131,14 @@ def digest(path: str) -> str:
 def test_resume_is_bit_for_bit_with_muon_momentum(ace_encoded, tmp_path):
     run = make_run(optimizer="muon", accumulation=2, epochs=4, eval_every=2, checkpoint_every=2)
     run = replace(run, adapter=replace(run.adapter, rank=16))
-    straight, logs = run_loop(ace_encoded, replace(run, train=replace(run.train, steps=6)),
-                              tmp_path / "straight")  # fmt: skip
+    straight, logs = run_loop(
+        ace_encoded, replace(run, train=replace(run.train, steps=6)), tmp_path / "straight"
+    )
     assert any("44 Muon / 0 AdamW" in line for line in logs)
     run_loop(ace_encoded, replace(run, train=replace(run.train, steps=4)), tmp_path / "resumed")
-    resumed, logs = run_loop(ace_encoded, replace(run, train=replace(run.train, steps=6)),
-                             tmp_path / "resumed")  # fmt: skip
+    resumed, logs = run_loop(
+        ace_encoded, replace(run, train=replace(run.train, steps=6)), tmp_path / "resumed"
+    )
     assert resumed.resumed_from == 4 and any("resuming unit from step 4" in x for x in logs)
     assert resumed.history == straight.history
     assert digest(resumed.last_path) == digest(straight.last_path)
@@ -149,8 +164,11 @@ def test_the_target_loss_ends_the_run_on_the_five_epoch_average(ace_encoded, tmp
 
 def test_muon_with_nothing_to_orthogonalise_is_refused_with_the_split(ace_encoded, tmp_path):
     run = make_run({"type": "lokr", "rank": 8, "factor": 4}, optimizer="muon")
-    with pytest.raises(ConfigError, match=r"no 2-D parameter has a short side ≥ muon_min_dim 16"
-                       r".*Split: optimizer muon: 0 Muon / 44 AdamW"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"no 2-D parameter has a short side ≥ muon_min_dim 16"
+        r".*Split: optimizer muon: 0 Muon / 44 AdamW",
+    ):
         trainer(ace_encoded, run, tmp_path)
 
 

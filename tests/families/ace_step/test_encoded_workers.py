@@ -46,8 +46,17 @@ def test_two_workers_write_what_one_writes(tiny_ace_step, tmp_path, monkeypatch)
         manifest, _ = build_manifest(folder, tmp_path / "hashes.json")
         store = Store(tmp_path / f"store-{name}")
         labels = build_labels(folder, manifest, store).frame
-        request = EncodeRequest(folder, labels, runs, [models / "tiny"], tmp_path / f"out-{name}",
-                                store, CPU, tmp_path / "fp.json", workers)  # fmt: skip
+        request = EncodeRequest(
+            folder,
+            labels,
+            runs,
+            [models / "tiny"],
+            tmp_path / f"out-{name}",
+            store,
+            CPU,
+            tmp_path / "fp.json",
+            workers,
+        )
         return FAMILY.encode(request)
 
     one = build("one", 1)

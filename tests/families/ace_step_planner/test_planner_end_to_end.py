@@ -42,8 +42,7 @@ steps = 2                 # the DiT's steps for the plan's codes rendered throug
 """
 
 
-def test_a_planner_run_trains_renders_and_auditions(storage, instance, tiny_ace_step,
-                                                    tiny_planner):  # fmt: skip
+def test_a_planner_run_trains_renders_and_auditions(storage, instance, tiny_ace_step, tiny_planner):
     models = Path(storage.models_root)
     shutil.copytree(tiny_ace_step, models / TINY_ACE_STEP)
     shutil.copytree(tiny_planner, models / TINY_PLANNER)
@@ -80,8 +79,9 @@ def test_a_planner_run_trains_renders_and_auditions(storage, instance, tiny_ace_
     assert again["adapters"]["computed"] == 0 and again["renders"]["computed"] == 0
 
 
-def test_a_planner_run_placed_on_mlx_trains_with_mlx_lm(storage, instance, tiny_ace_step,
-                                                        tiny_planner, monkeypatch):  # fmt: skip
+def test_a_planner_run_placed_on_mlx_trains_with_mlx_lm(
+    storage, instance, tiny_ace_step, tiny_planner, monkeypatch
+):
     pytest.importorskip("mlx_lm")
     monkeypatch.setenv("TUNESMITH_BACKEND", "adapters=mlx")
     models = Path(storage.models_root)

@@ -48,8 +48,11 @@ def make_trainer(frame, models: Path, run_dir: Path, run=None):
 
     run = run or planner_run()
     make = families.get("ace-step-planner").trainer("torch")
-    metadata = {"tunesmith.version": "test", "tunesmith.base_model_fingerprint": "fp",
-                "tunesmith.run_key": "key"}  # fmt: skip
+    metadata = {
+        "tunesmith.version": "test",
+        "tunesmith.base_model_fingerprint": "fp",
+        "tunesmith.run_key": "key",
+    }
     return make(run, models / "tiny", frame, run_dir, CPU, metadata)
 
 
@@ -154,13 +157,17 @@ def make_mlx_trainer(frame, models: Path, run_dir: Path, run=None):
     from tunesmith import family as families
 
     make = families.get("ace-step-planner").trainer("mlx")
-    metadata = {"tunesmith.version": "test", "tunesmith.base_model_fingerprint": "fp",
-                "tunesmith.run_key": "key"}  # fmt: skip
+    metadata = {
+        "tunesmith.version": "test",
+        "tunesmith.base_model_fingerprint": "fp",
+        "tunesmith.run_key": "key",
+    }
     return make(run or planner_run(), models / "tiny", frame, run_dir, MLX, metadata)
 
 
-def test_the_mlx_backend_trains_on_the_loop_and_matches_torch_at_the_start(planner_encoded,
-                                                                           tmp_path):  # fmt: skip
+def test_the_mlx_backend_trains_on_the_loop_and_matches_torch_at_the_start(
+    planner_encoded, tmp_path
+):
     from tunesmith import family as families
     from tunesmith.families.ace_step_planner import adapter_files
     from tunesmith.train import loop
@@ -179,8 +186,10 @@ def test_the_mlx_backend_trains_on_the_loop_and_matches_torch_at_the_start(plann
     assert metadata["hot_step_trigger"] == "zqx"
     peft, _ = adapter_files.read(best.parent)
     mlx_factors, _ = adapter_files.read(best.parent.parent / "plan.mlx-lm")
-    worst = max(float((peft.factors[m][1].float() - mlx_factors.factors[m][1]).abs().max())
-                for m in peft.factors)  # fmt: skip
+    worst = max(
+        float((peft.factors[m][1].float() - mlx_factors.factors[m][1]).abs().max())
+        for m in peft.factors
+    )
     assert 0 < max(float(b.abs().max()) for _, b in mlx_factors.factors.values())
     assert worst < 1e-2  # bf16 PEFT against float32 mlx-lm, the same factors
 
@@ -244,8 +253,13 @@ def test_a_planner_that_passed_is_not_loaded_again_until_it_changes(planner_enco
         f"print(checked_planner(Path({str(folder)!r}), Path({str(cache)!r})))\n"
         "print(sorted(m for m in ('transformers', 'peft') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).parents[4]).stdout.split("\n")  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[4],
+    ).stdout.split("\n")
     assert out[:2] == [first, "[]"]
     _, plain = build_tiny_planner(seed=0, codebook_size=0)  # a Qwen3 vocabulary: no code tokens
     plain.save_pretrained(folder)
@@ -279,8 +293,16 @@ def test_caption_dropout_trains_the_drawn_items_on_the_trigger_alone(planner_enc
     plain = make_trainer(frame, models, tmp_path / "plain")
     assert plain.window_examples(list(range(count)), 1) == plain.train_items
     with pytest.raises(ConfigError, match="unknown key\\(s\\) caption_dropout"):  # a DiT run
-        resolve_run({"name": "d", "family": "ace-step", "base_model": "tiny",
-                     "train": {"caption_dropout": 0.1}}, Path("tunesmith.toml"), 0)  # fmt: skip
+        resolve_run(
+            {
+                "name": "d",
+                "family": "ace-step",
+                "base_model": "tiny",
+                "train": {"caption_dropout": 0.1},
+            },
+            Path("tunesmith.toml"),
+            0,
+        )
 
 
 def test_a_deleted_best_planner_adapter_comes_back_whole(planner_encoded, tmp_path):
@@ -290,14 +312,24 @@ def test_a_deleted_best_planner_adapter_comes_back_whole(planner_encoded, tmp_pa
 
     frame, models = planner_encoded
     quiet = open("/dev/null", "w")
-    result = loop.train(make_trainer(frame, models, tmp_path, planner_run(steps=4)), tmp_path,
-                        log=lambda _: None, progress=quiet)  # fmt: skip
+    result = loop.train(
+        make_trainer(frame, models, tmp_path, planner_run(steps=4)),
+        tmp_path,
+        log=lambda _: None,
+        progress=quiet,
+    )
     folders = [Path(result.best_path).parent, tmp_path / "plan.mlx-lm"]
     before = {p: p.read_bytes() for f in folders for p in sorted(f.iterdir())}
-    assert len(before) == 4 and before[folders[0] / "adapter_config.json"] != before[
-        folders[1] / "adapter_config.json"]  # fmt: skip
+    assert (
+        len(before) == 4
+        and before[folders[0] / "adapter_config.json"] != before[folders[1] / "adapter_config.json"]
+    )
     for folder in folders:
         shutil.rmtree(folder)
-    loop.train(make_trainer(frame, models, tmp_path, planner_run(steps=4)), tmp_path,
-               log=lambda _: None, progress=quiet)  # fmt: skip
+    loop.train(
+        make_trainer(frame, models, tmp_path, planner_run(steps=4)),
+        tmp_path,
+        log=lambda _: None,
+        progress=quiet,
+    )
     assert {p: p.read_bytes() for f in folders for p in sorted(f.iterdir())} == before

@@ -81,8 +81,12 @@ class Levels(ItemEncoder):
         return [functools.partial(_write_level, float(np.sqrt(np.mean(samples**2))))]
 
     def row(self, unit, value, run, prepared, texts) -> dict:
-        return {"model": self.checkpoint.name, "path": unit.item["path"], "entry": unit.key,
-                "level": float(value["level"])}  # fmt: skip
+        return {
+            "model": self.checkpoint.name,
+            "path": unit.item["path"],
+            "entry": unit.key,
+            "level": float(value["level"]),
+        }
 
 
 def _write_level(level: float, tmp: Path) -> None:

@@ -38,8 +38,11 @@ def test_two_workers_write_what_one_writes(tiny_sdxl, tmp_path, monkeypatch):
     def build(workers: int, out: Path):
         store = Store(tmp_path / f"store{workers}")
         labels = build_labels(folder, manifest, store).frame
-        return FAMILY.encode(EncodeRequest(folder, labels, runs, [tiny_sdxl], out, store, CPU,
-                                           tmp_path / "fp.json", workers))  # fmt: skip
+        return FAMILY.encode(
+            EncodeRequest(
+                folder, labels, runs, [tiny_sdxl], out, store, CPU, tmp_path / "fp.json", workers
+            )
+        )
 
     one = build(1, tmp_path / "out1")
     monkeypatch.setattr(model, "load_pipeline", refuse_model)  # loaded in the processes only

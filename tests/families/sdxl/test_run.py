@@ -39,8 +39,16 @@ def encoded(tiny_sdxl, tmp_path_factory):
     make_rings(folder, count=10)
     manifest, _ = build_manifest(folder, root / "hashes.json")
     labels = build_labels(folder, manifest, store).frame
-    request = EncodeRequest(folder, labels, [run_config(tiny_sdxl)], [tiny_sdxl], root / "out",
-                            store, CPU, root / "fp.json")  # fmt: skip
+    request = EncodeRequest(
+        folder,
+        labels,
+        [run_config(tiny_sdxl)],
+        [tiny_sdxl],
+        root / "out",
+        store,
+        CPU,
+        root / "fp.json",
+    )
     built = FAMILY.encode(request)
     assert len(built.frame) == 10
     return built.frame.sort_values("path")

@@ -174,10 +174,12 @@ def test_half_precision_gradients_match_fp32_where_a_mean_would_round_them_away(
     size, latent = 1024, 128
     g = torch.Generator().manual_seed(1)
     picture = Picture(
-        torch.randn(4, latent, latent, generator=g), torch.full((4, latent, latent), -4.0),
-        torch.randn(77, 64, generator=g), torch.randn(32, generator=g),
+        torch.randn(4, latent, latent, generator=g),
+        torch.full((4, latent, latent), -4.0),
+        torch.randn(77, 64, generator=g),
+        torch.randn(32, generator=g),
         time_ids((size, size), (0, 0), (size, size)),
-    )  # fmt: skip
+    )
     t, eps1, noise = torch.tensor([500]), *torch.randn(2, 1, 4, latent, latent, generator=g)
     b_values = None
 

@@ -177,8 +177,12 @@ def test_sdxl_folder_is_named_as_another_pipeline_with_its_missing_parts(tmp_pat
         "scheduler": ["diffusers", "EulerDiscreteScheduler"],
     }
     (tmp_path / "model_index.json").write_text(json.dumps(index))
-    for name, weights in (("unet", "diffusion_pytorch_model"), ("vae", "diffusion_pytorch_model"),
-                          ("text_encoder", "model"), ("text_encoder_2", "model")):  # fmt: skip
+    for name, weights in (
+        ("unet", "diffusion_pytorch_model"),
+        ("vae", "diffusion_pytorch_model"),
+        ("text_encoder", "model"),
+        ("text_encoder_2", "model"),
+    ):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text("{}")
         save_file({"w": torch.zeros(1)}, tmp_path / name / f"{weights}.safetensors")

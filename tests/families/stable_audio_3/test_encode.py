@@ -97,8 +97,9 @@ def test_the_stage_encodes_clips_of_one_length_in_batches_as_one_at_a_time(
         write_clip(folder / f"clip{i}.wav", seconds=seconds, bpm=90 + 10 * i, freq=110.0 * (i + 1))
     calls = []
     original = model.encode_audio_batch
-    monkeypatch.setattr(model, "encode_audio_batch",
-                        lambda vae, x: calls.append(len(x)) or original(vae, x))  # fmt: skip
+    monkeypatch.setattr(
+        model, "encode_audio_batch", lambda vae, x: calls.append(len(x)) or original(vae, x)
+    )
     built = encode_folder(folder, tiny_sa3, tmp_path)
     assert calls == [3] and built.result.computed == 5
     vae = load_pipeline(tiny_sa3).vae
@@ -131,12 +132,14 @@ def test_a_header_that_gives_another_length_or_none_still_encodes_each_clip_righ
     pipe = load_pipeline(tiny_sa3)
     true_length, ratio = media_audio.model_length, pipe.vae.downsampling_ratio
     said = {"clip3.wav": true_length(folder / "clip0.wav", 44100, ratio), "clip4.wav": None}
-    monkeypatch.setattr(media_audio, "model_length",
-                        lambda path, *a: said.get(path.name, true_length(path, *a)))  # fmt: skip
+    monkeypatch.setattr(
+        media_audio, "model_length", lambda path, *a: said.get(path.name, true_length(path, *a))
+    )
     calls = []
     original = model.encode_audio_batch
-    monkeypatch.setattr(model, "encode_audio_batch",
-                        lambda vae, x: calls.append(len(x)) or original(vae, x))  # fmt: skip
+    monkeypatch.setattr(
+        model, "encode_audio_batch", lambda vae, x: calls.append(len(x)) or original(vae, x)
+    )
     built = encode_folder(folder, tiny_sa3, tmp_path)
     assert built.result.computed == 5 and not built.result.skipped
     assert calls == [3]  # clip0-2 together; clip3 (planned with them) and clip4 each alone

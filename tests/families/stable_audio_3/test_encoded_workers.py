@@ -45,13 +45,29 @@ def test_two_workers_write_what_one_writes(tiny_sa3, tmp_path, monkeypatch):
     def build(name: str, workers: int):
         store = Store(tmp_path / f"store-{name}")
         labels = build_labels(folder, manifest, store).frame
-        return FAMILY.encode(EncodeRequest(folder, labels, [], [tiny_sa3], tmp_path / f"out-{name}",
-                                           store, CPU, tmp_path / "fp.json", workers))  # fmt: skip
+        return FAMILY.encode(
+            EncodeRequest(
+                folder,
+                labels,
+                [],
+                [tiny_sa3],
+                tmp_path / f"out-{name}",
+                store,
+                CPU,
+                tmp_path / "fp.json",
+                workers,
+            )
+        )
 
     batches = []  # the clips of each batch the VAE encodes in this process
     original = stage.Clips.encode
-    monkeypatch.setattr(stage.Clips, "encode", lambda self, model, part: batches.append(
-        [c.item["path"] for c in part]) or original(self, model, part))  # fmt: skip
+    monkeypatch.setattr(
+        stage.Clips,
+        "encode",
+        lambda self, model, part: (
+            batches.append([c.item["path"] for c in part]) or original(self, model, part)
+        ),
+    )
     one = build("one", 1)
     assert len(batches) == 4 and sum(map(len, batches)) == 6
     once, batches[:] = list(batches), []

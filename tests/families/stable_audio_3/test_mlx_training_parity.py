@@ -207,8 +207,10 @@ def test_k_training_steps_end_in_the_same_adapter(folder, adapter_type):
     moved = {k: (torch_state[k] - before[k], mlx_state[k] - before[k]) for k in torch_state}
     assert all(t.abs().max() > 0 for t, _ in moved.values())
     update = min(psnr(t.numpy(), m.numpy()) for t, m in moved.values())
-    print(f"{adapter_type}: after {STEPS} steps, worst adapter PSNR {worst:.1f} dB, "
-          f"worst update PSNR {update:.1f} dB")  # fmt: skip
+    print(
+        f"{adapter_type}: after {STEPS} steps, worst adapter PSNR {worst:.1f} dB, "
+        f"worst update PSNR {update:.1f} dB"
+    )
     assert worst >= MIN_TRAINED_PSNR_DB and update >= MIN_UPDATE_PSNR_DB
 
 

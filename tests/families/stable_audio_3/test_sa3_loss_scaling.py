@@ -96,7 +96,9 @@ def test_the_scaler_keeps_the_gradients_fp16_flushes_to_zero(tiny_sa3):
     zero_plain = (plain == 0).float().mean().item()
     zero_scaled = (scaled == 0).float().mean().item()
     cosine = torch.nn.functional.cosine_similarity(scaled, reference, dim=0).item()
-    print(f"zero gradients: {zero_plain:.1%} unscaled, {zero_scaled:.1%} scaled; "
-          f"cosine to float32 {cosine:.5f}")  # fmt: skip
+    print(
+        f"zero gradients: {zero_plain:.1%} unscaled, {zero_scaled:.1%} scaled; "
+        f"cosine to float32 {cosine:.5f}"
+    )
     assert (reference == 0).float().mean().item() < 0.01
     assert zero_plain > 0.9 and zero_scaled < 0.01 and cosine > 0.999

@@ -177,8 +177,9 @@ def test_a_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_checkpoint(
 def test_resuming_with_another_adapter_type_is_refused(tiny_sa3, tmp_path):
     run = run_config(tiny_sa3, steps=3)
     fit(tiny_sa3, tmp_path, run)
-    other = replace(run, adapter=replace(run.adapter, type="lora"),
-                    train=replace(run.train, steps=6))  # fmt: skip
+    other = replace(
+        run, adapter=replace(run.adapter, type="lora"), train=replace(run.train, steps=6)
+    )
     with pytest.raises(ResumeError, match="adapter_type 'dora-rows', this run has 'lora'"):
         fit(tiny_sa3, tmp_path, other)
 

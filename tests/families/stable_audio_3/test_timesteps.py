@@ -41,8 +41,11 @@ def test_full_shift_formula_and_fixed_points():
     for length in (256, 1300, 4096, 9000):
         fraction = (min(max(length, 256), 4096) - 256) / (4096 - 256)
         mu = -(0.5 + 0.65 * fraction)
-        expected = [0.0] + [1 - math.exp(mu) / (math.exp(mu) + 1 / (1 - x) - 1) for x in
-                            (0.25, 0.5, 0.75)] + [1.0]  # fmt: skip
+        expected = (
+            [0.0]
+            + [1 - math.exp(mu) / (math.exp(mu) + 1 / (1 - x) - 1) for x in (0.25, 0.5, 0.75)]
+            + [1.0]
+        )
         assert torch.allclose(shift(t, length), torch.tensor(expected, dtype=torch.float64))
     assert (shift(t, 1300)[1:4] > t[1:4]).all()  # towards noise
 

@@ -43,18 +43,31 @@ SAME_S = dict(encoder_channels=128, encoder_transformer_depths=[6])
 
 def _layer_template(d: int, depth: int, qkv: int, q: int, kv: int) -> set[tuple[str, int, int]]:
     """One registry.json `lora_layer_template` as the dashboard expands it: (name, fi, fo)."""
-    fixed = [("model.to_timestep_embed.0", 256, d), ("model.to_timestep_embed.2", d, d),
-             ("model.to_cond_embed.0", 768, d), ("model.to_cond_embed.2", d, d),
-             ("model.to_global_embed.0", 768, d), ("model.to_global_embed.2", d, d),
-             ("model.transformer.project_in", 256, d),
-             ("model.transformer.global_cond_embedder.0", d, d),
-             ("model.transformer.global_cond_embedder.2", d, 6 * d),
-             ("model.transformer.project_out", d, 256), ("model.preprocess_conv", 256, 256),
-             ("model.postprocess_conv", 256, 256)]  # fmt: skip
-    block = [(".self_attn.to_qkv", d, qkv), (".self_attn.to_out", d, d),
-             (".cross_attn.to_q", d, q), (".cross_attn.to_kv", d, kv),
-             (".cross_attn.to_out", d, d), (".ff.ff.0.proj", d, 8 * d), (".ff.ff.2", 4 * d, d),
-             (".to_local_embed.0", 257, d), (".to_local_embed.2", d, d)]  # fmt: skip
+    fixed = [
+        ("model.to_timestep_embed.0", 256, d),
+        ("model.to_timestep_embed.2", d, d),
+        ("model.to_cond_embed.0", 768, d),
+        ("model.to_cond_embed.2", d, d),
+        ("model.to_global_embed.0", 768, d),
+        ("model.to_global_embed.2", d, d),
+        ("model.transformer.project_in", 256, d),
+        ("model.transformer.global_cond_embedder.0", d, d),
+        ("model.transformer.global_cond_embedder.2", d, 6 * d),
+        ("model.transformer.project_out", d, 256),
+        ("model.preprocess_conv", 256, 256),
+        ("model.postprocess_conv", 256, 256),
+    ]
+    block = [
+        (".self_attn.to_qkv", d, qkv),
+        (".self_attn.to_out", d, d),
+        (".cross_attn.to_q", d, q),
+        (".cross_attn.to_kv", d, kv),
+        (".cross_attn.to_out", d, d),
+        (".ff.ff.0.proj", d, 8 * d),
+        (".ff.ff.2", 4 * d, d),
+        (".to_local_embed.0", 257, d),
+        (".to_local_embed.2", d, d),
+    ]
     per_block = {
         (f"model.transformer.layers.{i}{suffix}", fi, fo)
         for i in range(depth)
@@ -122,8 +135,10 @@ def rank_one_file(path: Path, dit: dict, base_model: str | None) -> Path:
 
     with torch.device("meta"):
         transformer, durations = StableAudio3DiTModel(**dit), StableAudio3DurationEmbedder()
-    modules = {**{f"transformer.{n}": m for n, m in transformer.named_modules()},
-               **{f"duration_embedder.{n}": m for n, m in durations.named_modules()}}  # fmt: skip
+    modules = {
+        **{f"transformer.{n}": m for n, m in transformer.named_modules()},
+        **{f"duration_embedder.{n}": m for n, m in durations.named_modules()},
+    }
     state = {}
     for name in sa3_names.adapter_targets(transformer, durations):
         module = modules[name]
@@ -179,9 +194,12 @@ def test_a_published_base_starts_in_the_dashboard(tmp_path):
 def test_a_tiny_base_leaves_the_key_out_so_the_dashboard_infers(tiny_sa3, tmp_path):
     assert underfit_model_id(tiny_sa3) is None
     run = RunConfig(
-        name="t", family="stable-audio-3", base_model=str(tiny_sa3),
-        adapter=Sa3Adapter(type="dora-rows", rank=2), train=Sa3Train(),
-    )  # fmt: skip
+        name="t",
+        family="stable-audio-3",
+        base_model=str(tiny_sa3),
+        adapter=Sa3Adapter(type="dora-rows", rank=2),
+        train=Sa3Train(),
+    )
     objective = Objective(Path(tiny_sa3), run, Placement("torch", "cpu", "float32", "test"))
     path = objective.save(tmp_path, 1, 0, {})
     config = json.loads(safe_open(str(path), framework="pt").metadata()["lora_config"])

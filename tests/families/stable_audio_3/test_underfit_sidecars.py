@@ -36,12 +36,28 @@ from tunesmith.families.stable_audio_3.prompts import full_prompt
 from tunesmith.family import EncodeRequest
 from tunesmith.store import Store
 
-UNDERFIT_FIELDS = ["path", "relpath", "src_relpath", "seconds_total", "seconds_start",
-                   "audio_samples", "latent_shape", "padding_mask"]  # fmt: skip
+UNDERFIT_FIELDS = [
+    "path",
+    "relpath",
+    "src_relpath",
+    "seconds_total",
+    "seconds_start",
+    "audio_samples",
+    "latent_shape",
+    "padding_mask",
+]
 TAG_KEYS = ["title", "artist", "album", "genre", "label", "date", "composer", "bpm"]
-DISPLAY = {"title": "Title", "artist": "Artist", "album": "Album", "genre": "Genre",
-           "label": "Label", "date": "Year", "composer": "Composer", "bpm": "BPM",
-           "prompt": "Prompt"}  # fmt: skip
+DISPLAY = {
+    "title": "Title",
+    "artist": "Artist",
+    "album": "Album",
+    "genre": "Genre",
+    "label": "Label",
+    "date": "Year",
+    "composer": "Composer",
+    "bpm": "BPM",
+    "prompt": "Prompt",
+}
 MAX_SAMPLES = int(600 * 44100) // 4096 * 4096
 
 
@@ -101,8 +117,9 @@ def encoded(tiny_sa3, tmp_path_factory):
     manifest, _ = build_manifest(folder, root / "hashes.json")
     labels = build_labels(folder, manifest, store).frame
     cpu = Placement("torch", "cpu", "float32", "test")
-    request = EncodeRequest(folder, labels, [], [tiny_sa3], root / "out", store, cpu,
-                            root / "fp.json")  # fmt: skip
+    request = EncodeRequest(
+        folder, labels, [], [tiny_sa3], root / "out", store, cpu, root / "fp.json"
+    )
     built = FAMILY.encode(request)
     assert len(built.frame) == 3, built.result
     return folder, built.frame.set_index("path")

@@ -52,7 +52,7 @@ class AceStep(Family):
             "encoded": frozenset({"torch"}),
             "adapters": frozenset({"torch"}),
             "renders": frozenset({"torch"}),
-        }  # fmt: skip
+        }
     )
 
     def check_base_model(self, folder: Path) -> None:

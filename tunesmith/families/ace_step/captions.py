@@ -77,8 +77,9 @@ def unreadable_lyrics(folder: Path, rel: str) -> str | None:
             try:
                 data.decode("utf-8-sig")
             except UnicodeDecodeError as exc:
-                return (f"{candidate}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset "
-                        f"{exc.start})")  # fmt: skip
+                return (
+                    f"{candidate}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+                )
     return None
 
 
@@ -101,8 +102,14 @@ def item_texts(row: dict, run, frames: int, use_genre: bool, unreadable: str | N
     position = t.tag_position or _text(row.get("tag_position")) or "prepend"
     sample = json.loads(row["side_step"]) if _text(row.get("side_step")) else {}
     genre = _text(json.loads(row.get("tags") or "{}").get("genre"))
-    caption = text.training_caption(_text(row.get("caption")), genre, use_genre, trigger,
-                                    position, sample.get("prompt_override"))  # fmt: skip
+    caption = text.training_caption(
+        _text(row.get("caption")),
+        genre,
+        use_genre,
+        trigger,
+        position,
+        sample.get("prompt_override"),
+    )
     metas = text.Metas(
         bpm=_number(row.get("bpm")),
         keyscale=_text(row.get("keyscale")) or None,
@@ -119,9 +126,16 @@ def item_texts(row: dict, run, frames: int, use_genre: bool, unreadable: str | N
             )
         instrumental = True
     language = ace_language(_text(row.get("language")) or None, rel)
-    return ItemTexts(caption, text.caption_text(caption, metas), text.lyrics_text(lyrics, language),
-                     use_genre, instrumental or not lyrics.strip(), language, trigger,
-                     position)  # fmt: skip
+    return ItemTexts(
+        caption,
+        text.caption_text(caption, metas),
+        text.lyrics_text(lyrics, language),
+        use_genre,
+        instrumental or not lyrics.strip(),
+        language,
+        trigger,
+        position,
+    )
 
 
 def genre_choice(rows: list[dict], run, stated: int | None) -> dict[str, bool]:

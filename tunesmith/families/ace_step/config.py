@@ -34,11 +34,23 @@ MAX_DEMO_SECONDS = 600.0  # ACE-Step 1.5's DURATION_MAX
 # TRAIN_DIT_LOKR_DEFAULTS). LoRA: r128/α256, "1e-4 measurably does not train"; LoKr: the
 # 250-epoch horizon and lr 2e-3 at accumulation 4 are its measured fixes.
 TYPE_DEFAULTS = {
-    "lora": {"rank": 128, "alpha_per_rank": 2.0, "lr": 5e-4, "epochs": 400,
-             "target_loss": 0.0, "loss_weighting": "flow_snr"},
-    "lokr": {"rank": 512, "alpha_per_rank": 1.0, "lr": 2e-3, "epochs": 250,
-             "target_loss": 0.6, "loss_weighting": "none"},
-}  # fmt: skip
+    "lora": {
+        "rank": 128,
+        "alpha_per_rank": 2.0,
+        "lr": 5e-4,
+        "epochs": 400,
+        "target_loss": 0.0,
+        "loss_weighting": "flow_snr",
+    },
+    "lokr": {
+        "rank": 512,
+        "alpha_per_rank": 1.0,
+        "lr": 2e-3,
+        "epochs": 250,
+        "target_loss": 0.6,
+        "loss_weighting": "none",
+    },
+}
 ACCUMULATION = 4  # HOT-Step's grad accumulation for both types (micro-batches)
 
 
@@ -96,8 +108,9 @@ class AceStepDemo(DemoConfig):
             limit = f"(0, {MAX_DEMO_SECONDS:.0f}]"
             found.append(f"duration must be in {limit} s, got {self.duration!r}")
         if self.language not in LANGUAGES:
-            found.append(f"language must be an ACE-Step language code like 'en', got "
-                         f"{self.language!r}")  # fmt: skip
+            found.append(
+                f"language must be an ACE-Step language code like 'en', got {self.language!r}"
+            )
         if not isinstance(self.shift, int | float) or not self.shift > 0:
             found.append(f"shift must be > 0, got {self.shift!r}")
         return found
@@ -130,8 +143,9 @@ def problems(run) -> list[str]:
     if a.type not in ADAPTER_TYPES:
         found.append(f"adapter.type must be one of {', '.join(ADAPTER_TYPES)}, got {a.type!r}")
     if a.attention not in ATTENTION:
-        found.append(f"adapter.attention must be one of {', '.join(ATTENTION)}, got "
-                     f"{a.attention!r}")  # fmt: skip
+        found.append(
+            f"adapter.attention must be one of {', '.join(ATTENTION)}, got {a.attention!r}"
+        )
     factor = a.factor
     if isinstance(factor, bool) or not isinstance(factor, int) or not (factor == -1 or factor >= 2):
         found.append(f"adapter.factor must be -1 (automatic) or an integer ≥ 2, got {factor!r}")
@@ -159,8 +173,10 @@ def _train_problems(t) -> list[str]:
             "a micro-batch; use train.accumulation for more crops an update"
         )
     if t.loss_weighting not in LOSS_WEIGHTINGS:
-        found.append(f"train.loss_weighting must be one of {', '.join(LOSS_WEIGHTINGS)}, got "
-                     f"{t.loss_weighting!r}")  # fmt: skip
+        found.append(
+            f"train.loss_weighting must be one of {', '.join(LOSS_WEIGHTINGS)}, got "
+            f"{t.loss_weighting!r}"
+        )
     value = t.cfg_dropout
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 0.999999:
         found.append(f"train.cfg_dropout must be in [0, 1), got {value!r}")
@@ -183,14 +199,18 @@ def shared_train_problems(t) -> list[str]:
     if t.optimizer not in OPTIMIZERS:
         found.append(f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, got {t.optimizer!r}")
     if t.tag_position is not None and t.tag_position not in TAG_POSITIONS:
-        found.append(f"train.tag_position must be one of {', '.join(TAG_POSITIONS)}, got "
-                     f"{t.tag_position!r}")  # fmt: skip
+        found.append(
+            f"train.tag_position must be one of {', '.join(TAG_POSITIONS)}, got {t.tag_position!r}"
+        )
     if t.unreadable_lyrics not in UNREADABLE_LYRICS:
-        found.append(f"train.unreadable_lyrics must be one of {', '.join(UNREADABLE_LYRICS)}, "
-                     f"got {t.unreadable_lyrics!r}")  # fmt: skip
+        found.append(
+            f"train.unreadable_lyrics must be one of {', '.join(UNREADABLE_LYRICS)}, "
+            f"got {t.unreadable_lyrics!r}"
+        )
     ratio = t.genre_ratio
-    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, int)
-                              or not 0 <= ratio <= 100):  # fmt: skip
+    if ratio is not None and (
+        isinstance(ratio, bool) or not isinstance(ratio, int) or not 0 <= ratio <= 100
+    ):
         found.append(f"train.genre_ratio must be a whole percent from 0 to 100, got {ratio!r}")
     for key in ("warmup", "lr_floor"):
         closed = key == "lr_floor"
@@ -216,6 +236,8 @@ def lokr_factor_problems(layers: dict[str, tuple[int, int]], factor: int) -> lis
         if why:
             nearest = nearest_factor(out_features, in_features, factor)
             hint = f"the nearest factor that splits it is {nearest}" if nearest else "none does"
-            found.append(f"adapter.factor {factor} does not split {name} ({in_features}→"
-                         f"{out_features}): {'; '.join(why)}; {hint}")  # fmt: skip
+            found.append(
+                f"adapter.factor {factor} does not split {name} ({in_features}→"
+                f"{out_features}): {'; '.join(why)}; {hint}"
+            )
     return found

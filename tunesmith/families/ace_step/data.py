@@ -59,9 +59,14 @@ def context(silence: torch.Tensor, start: int, length: int) -> torch.Tensor:
 
 
 def draw_window(
-    items: list[Item], window: list[int], crop_frames: int, generator: torch.Generator,
-    mu: float, sigma: float, cfg_dropout: float,
-) -> list[Crop]:  # fmt: skip
+    items: list[Item],
+    window: list[int],
+    crop_frames: int,
+    generator: torch.Generator,
+    mu: float,
+    sigma: float,
+    cfg_dropout: float,
+) -> list[Crop]:
     """One crop per item of the window, drawn in the module docstring's order."""
     crops = []
     for index in window:
@@ -104,8 +109,14 @@ class Validation:
             ctx = context(silence, 0, length).to(device)
             for i, level in enumerate(self.levels):
                 t = torch.tensor([level])
-                value = objective.crop_loss(transformer, x0, noise[i : i + 1].to(device),
-                                            t.to(device), item.conditioning, ctx)  # fmt: skip
+                value = objective.crop_loss(
+                    transformer,
+                    x0,
+                    noise[i : i + 1].to(device),
+                    t.to(device),
+                    item.conditioning,
+                    ctx,
+                )
                 total += float(value.sum())
                 count += 1
         return total / count

@@ -74,10 +74,26 @@ PARAMS = {
     "format": FORMAT,
 }
 COLUMNS = (
-    "model", "run", "path", "entry", "latents", "frames", "seconds", "codes", "caption",
-    "caption_entry", "caption_states", "lyrics_entry", "lyrics_states", "use_genre",
-    "instrumental", "language", "trigger", "tag_position", "planner_labels",
-)  # fmt: skip
+    "model",
+    "run",
+    "path",
+    "entry",
+    "latents",
+    "frames",
+    "seconds",
+    "codes",
+    "caption",
+    "caption_entry",
+    "caption_states",
+    "lyrics_entry",
+    "lyrics_states",
+    "use_genre",
+    "instrumental",
+    "language",
+    "trigger",
+    "tag_position",
+    "planner_labels",
+)
 
 
 class Strings(BatchEncoder):
@@ -131,10 +147,16 @@ class Songs(ItemEncoder):
         return model.load_pipeline(self.checkpoint, torch.float32, device)
 
     def key(self, item: dict, setting: Hashable) -> str:
-        return content_key(stage="encoded", family=FAMILY, version=STAGE_VERSION,
-                           content=item["sha256"], vae=self.vae_fp,
-                           audio_tokenizer=self.tokenizer_fp, params=PARAMS,
-                           placement=self.placement.as_dict())  # fmt: skip
+        return content_key(
+            stage="encoded",
+            family=FAMILY,
+            version=STAGE_VERSION,
+            content=item["sha256"],
+            vae=self.vae_fp,
+            audio_tokenizer=self.tokenizer_fp,
+            params=PARAMS,
+            placement=self.placement.as_dict(),
+        )
 
     def shape(self, unit: Unit) -> Hashable:
         return unit.key
@@ -165,8 +187,9 @@ class Songs(ItemEncoder):
             rel = unit.item["path"]
             unreadable = captions.unreadable_lyrics(self.folder, rel)
             try:
-                found[rel] = captions.item_texts(unit.item, run, value["frames"], choice[rel],
-                                                 unreadable)  # fmt: skip
+                found[rel] = captions.item_texts(
+                    unit.item, run, value["frames"], choice[rel], unreadable
+                )
             except captions.ItemError as exc:
                 skipped.append(Skipped(rel, f"run {run.name}: {exc}"))
         return found
@@ -179,9 +202,15 @@ class Songs(ItemEncoder):
 
     def text_key(self, text: Hashable) -> str:
         kind, string = text
-        return content_key(stage="text", family=FAMILY, version=STAGE_VERSION, kind=kind,
-                           text=string, encoders=self.text_fp,
-                           placement=self.placement.as_dict())  # fmt: skip
+        return content_key(
+            stage="text",
+            family=FAMILY,
+            version=STAGE_VERSION,
+            kind=kind,
+            text=string,
+            encoders=self.text_fp,
+            placement=self.placement.as_dict(),
+        )
 
     def publish(self, unit: Unit, value: Any, prepared: dict) -> str:
         """The item as `<stem>.safetensors` + `<stem>.json` under the model's output folder:
@@ -201,17 +230,26 @@ class Songs(ItemEncoder):
         caption_key, lyrics_key = texts["caption"], texts["lyrics"]
         t, store = prepared, self.store
         return {
-            "model": self.checkpoint.name, "run": run.name, "path": unit.item["path"],
-            "entry": unit.key, "latents": str(store.path(unit.key) / "item.safetensors"),
-            "frames": value["frames"], "seconds": value["seconds"], "codes": value["codes"],
-            "caption": t.caption, "caption_entry": caption_key,
+            "model": self.checkpoint.name,
+            "run": run.name,
+            "path": unit.item["path"],
+            "entry": unit.key,
+            "latents": str(store.path(unit.key) / "item.safetensors"),
+            "frames": value["frames"],
+            "seconds": value["seconds"],
+            "codes": value["codes"],
+            "caption": t.caption,
+            "caption_entry": caption_key,
             "caption_states": str(store.path(caption_key) / "text.safetensors"),
             "lyrics_entry": lyrics_key,
             "lyrics_states": str(store.path(lyrics_key) / "text.safetensors"),
-            "use_genre": t.use_genre, "instrumental": t.instrumental, "language": t.language,
-            "trigger": t.trigger, "tag_position": t.tag_position,
+            "use_genre": t.use_genre,
+            "instrumental": t.instrumental,
+            "language": t.language,
+            "trigger": t.trigger,
+            "tag_position": t.tag_position,
             "planner_labels": _planner_labels(unit.item, t, value),
-        }  # fmt: skip
+        }
 
 
 def _write_item(latents: torch.Tensor, codes: torch.Tensor | None, warnings: list, tmp: Path):
@@ -223,20 +261,31 @@ def _write_item(latents: torch.Tensor, codes: torch.Tensor | None, warnings: lis
         tensors["audio_codes"] = codes.to(torch.int64).contiguous()
     (tmp / "item.safetensors").write_bytes(safetensors_bytes(tensors))
     frames = int(latents.shape[0])
-    sidecar = {"format": FORMAT, "family": FAMILY,
-               "sample_rate": SAMPLE_RATE, "latent_shape": list(latents.shape),
-               "audio_codes": None if codes is None else int(codes.shape[0])}  # fmt: skip
+    sidecar = {
+        "format": FORMAT,
+        "family": FAMILY,
+        "sample_rate": SAMPLE_RATE,
+        "latent_shape": list(latents.shape),
+        "audio_codes": None if codes is None else int(codes.shape[0]),
+    }
     (tmp / "item.json").write_text(canonical_json(sidecar), encoding="utf-8")
-    value = {"frames": frames, "seconds": round(frames / LATENT_RATE, 3),
-             "codes": sidecar["audio_codes"], "warnings": warnings}  # fmt: skip
+    value = {
+        "frames": frames,
+        "seconds": round(frames / LATENT_RATE, 3),
+        "codes": sidecar["audio_codes"],
+        "warnings": warnings,
+    }
     (tmp / "value.json").write_text(canonical_json(value), encoding="utf-8")
 
 
 def _write_text(string: str, encoding, tmp: Path) -> None:
     """One caption or lyrics string's entry: its hidden states, the text and token counts in
     the metadata."""
-    metadata = {"text": string, "tokens": str(encoding.tokens),
-                "cut_tokens": str(encoding.cut_tokens)}  # fmt: skip
+    metadata = {
+        "text": string,
+        "tokens": str(encoding.tokens),
+        "cut_tokens": str(encoding.cut_tokens),
+    }
     data = safetensors_bytes({"hidden_states": encoding.hidden_states}, metadata)
     (tmp / "text.safetensors").write_bytes(data)
 

@@ -63,8 +63,9 @@ class Renderer:
             level = diffusers_logging.get_verbosity()
             diffusers_logging.set_verbosity_error()
             try:
-                self.pipe.load_lora_weights(str(folder), weight_name="adapter_model.safetensors",
-                                            adapter_name=ADAPTER)  # fmt: skip
+                self.pipe.load_lora_weights(
+                    str(folder), weight_name="adapter_model.safetensors", adapter_name=ADAPTER
+                )
             finally:
                 diffusers_logging.set_verbosity(level)
 
@@ -85,8 +86,7 @@ def _attach_lokr(transformer, folder: Path) -> None:
     state, config = lokr_files.read_peft_lokr(folder)
     state = {_renamed(k, diffusers_name): v for k, v in state.items()}
     targets = sorted({diffusers_name(m) for m in config.target_modules})
-    torch_lokr.attach(transformer, targets, config.r, float(config.alpha),
-                      config.decompose_factor)  # fmt: skip
+    torch_lokr.attach(transformer, targets, config.r, float(config.alpha), config.decompose_factor)
     torch_lokr.load_adapter_state(transformer, state)
 
 

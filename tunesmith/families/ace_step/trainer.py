@@ -57,9 +57,10 @@ def target_modules(transformer, attention: str, target_mlp: bool) -> list[str]:
     return [
         name
         for name, module in transformer.named_modules()
-        if isinstance(module, torch.nn.Linear) and name.startswith("layers.")
+        if isinstance(module, torch.nn.Linear)
+        and name.startswith("layers.")
         and any(w in name for w in wanted)
-    ]  # fmt: skip
+    ]
 
 
 class AceStepTrainer:
@@ -79,8 +80,9 @@ class AceStepTrainer:
         self.silence = self.pipe.condition_encoder.silence_latent.detach().float().cpu()
         self.null = self.pipe.condition_encoder.null_condition_emb.detach()
         self.mu, self.sigma = _timestep_law(base_model, cfg)
-        self.targets = target_modules(self.transformer, run.adapter.attention,
-                                      run.adapter.target_mlp)  # fmt: skip
+        self.targets = target_modules(
+            self.transformer, run.adapter.attention, run.adapter.target_mlp
+        )
         self._attach(run.adapter, cfg.seed)
         self.named = self._named_parameters()
         self.params = [p for _, p in self.named]
@@ -134,16 +136,25 @@ class AceStepTrainer:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)  # the adapters' initial factors: the same every time
             if adapter.type == "lokr":
-                layers = {n: (m.out_features, m.in_features) for n, m in
-                          self.transformer.named_modules() if n in self.targets}  # fmt: skip
+                layers = {
+                    n: (m.out_features, m.in_features)
+                    for n, m in self.transformer.named_modules()
+                    if n in self.targets
+                }
                 found = lokr_factor_problems(layers, adapter.factor)
                 if found:
                     raise ConfigError("; ".join(found))
-                torch_lokr.attach(self.transformer, self.targets, adapter.rank,
-                                  adapter.scale_alpha, adapter.factor)  # fmt: skip
+                torch_lokr.attach(
+                    self.transformer,
+                    self.targets,
+                    adapter.rank,
+                    adapter.scale_alpha,
+                    adapter.factor,
+                )
             else:
-                torch_lora.attach(self.transformer, self.targets, adapter.rank,
-                                  adapter.scale_alpha, "lora")  # fmt: skip
+                torch_lora.attach(
+                    self.transformer, self.targets, adapter.rank, adapter.scale_alpha, "lora"
+                )
 
     def _named_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
         if self.run.adapter.type == "lokr":
@@ -157,8 +168,9 @@ class AceStepTrainer:
         return named
 
     def _optimizer(self, cfg):
-        settings = OptimizerSettings(name=cfg.optimizer, muon_min_dim=cfg.muon_min_dim,
-                                     muon_lr_scale=cfg.muon_lr_scale)  # fmt: skip
+        settings = OptimizerSettings(
+            name=cfg.optimizer, muon_min_dim=cfg.muon_min_dim, muon_lr_scale=cfg.muon_lr_scale
+        )
         try:
             return build_optimizer(self.named, cfg.lr, settings)
         except OptimizerError as exc:
@@ -170,8 +182,15 @@ class AceStepTrainer:
         cfg = self.run.train
         window, ends_epoch = self.order.next(), self.order.ends_pass
         epoch = self.order.epoch
-        crops = data.draw_window(self.train_items, window, cfg.crop_frames, self.generator,
-                                 self.mu, self.sigma, cfg.cfg_dropout)  # fmt: skip
+        crops = data.draw_window(
+            self.train_items,
+            window,
+            cfg.crop_frames,
+            self.generator,
+            self.mu,
+            self.sigma,
+            cfg.cfg_dropout,
+        )
         t = torch.cat([c.t for c in crops])
         w = objective.weights(t, cfg.loss_weighting, cfg.snr_gamma, cfg.t_bias)
         lr = self._lr()
@@ -230,8 +249,9 @@ class AceStepTrainer:
         x0 = item.latents[None, crop.start : crop.start + crop.length].to(device)
         conditioning = objective.with_dropout(item.conditioning, self.null, crop.drop)
         ctx = data.context(self.silence, crop.start, crop.length).to(device)
-        return objective.crop_loss(self.transformer, x0, crop.noise.to(device),
-                                   crop.t.to(device), conditioning, ctx)[0]  # fmt: skip
+        return objective.crop_loss(
+            self.transformer, x0, crop.noise.to(device), crop.t.to(device), conditioning, ctx
+        )[0]
 
     def _lr(self) -> float:
         return schedule_lr(self.optimizer)
@@ -338,6 +358,8 @@ def epoch_end(trainer, loss: float, ends_epoch: bool, fields: dict) -> str:
     fields["loss_ma5"] = average
     target = trainer.run.train.target_loss
     if target and average <= target:
-        return (f"target loss {target:g} reached: the {TARGET_WINDOW}-epoch average is "
-                f"{average:.4f} at epoch {trainer.order.epoch}")  # fmt: skip
+        return (
+            f"target loss {target:g} reached: the {TARGET_WINDOW}-epoch average is "
+            f"{average:.4f} at epoch {trainer.order.epoch}"
+        )
     return ""

@@ -72,8 +72,9 @@ def problems(run) -> list[str]:
     a, t = run.adapter, run.train
     found = []
     if a.type != "lora":
-        found.append(f"adapter.type must be lora (HOT-Step trains the planner with a LoRA), "
-                     f"got {a.type!r}")  # fmt: skip
+        found.append(
+            f"adapter.type must be lora (HOT-Step trains the planner with a LoRA), got {a.type!r}"
+        )
     if not str(a.planner or "").strip():
         found.append("adapter.planner must name the planner folder (acestep-5Hz-lm-*)")
     if t.batch_size != 1:
@@ -106,8 +107,10 @@ def moved(raw: dict) -> tuple[dict, str] | None:
         table[section] = {k: v for k, v in given.items() if k in known}
         dropped += [f"{section}.{k}" for k in given if k not in known and k != "target"]
     name = raw.get("name") or "a run"
-    note = (f"run {name}: family = \"ace-step\" with adapter.target = \"planner\" is read as "
-            f"family = \"{NAME}\"; write that instead")  # fmt: skip
+    note = (
+        f'run {name}: family = "ace-step" with adapter.target = "planner" is read as '
+        f'family = "{NAME}"; write that instead'
+    )
     if dropped:
         note += f" (the planner does not use {', '.join(dropped)}: left out)"
     return table, note

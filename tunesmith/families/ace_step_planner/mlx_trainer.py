@@ -64,11 +64,16 @@ class MlxPlannerTrainer(PlannerTrainer):
         settings = OptimizerSettings()  # torch AdamW's defaults, as the torch backend's
         notes = []
         if cfg.optimizer == "muon":
-            notes.append("optimizer muon: Muon is on the torch backend; on MLX the run trains "
-                         "with AdamW")  # fmt: skip
-        optimizer = mlx_optim.AdamW(learning_rate=0.0, betas=list(settings.betas),
-                                    eps=settings.eps, weight_decay=settings.weight_decay,
-                                    bias_correction=True)  # fmt: skip
+            notes.append(
+                "optimizer muon: Muon is on the torch backend; on MLX the run trains with AdamW"
+            )
+        optimizer = mlx_optim.AdamW(
+            learning_rate=0.0,
+            betas=list(settings.betas),
+            eps=settings.eps,
+            weight_decay=settings.weight_decay,
+            bias_correction=True,
+        )
         optimizer.init(self.lora.model.trainable_parameters())
         count = len(self.names_order)
         return optimizer, f"optimizer adamw: {count} parameters on MLX's AdamW", notes
@@ -116,8 +121,9 @@ class MlxPlannerTrainer(PlannerTrainer):
         summed = nn.average_gradients(summed, group)
         return self._update(summed, lr, tokens, total, epoch, ends_epoch)
 
-    def _update(self, grads, lr: float, tokens: int, total: float, epoch: int,
-                ends_epoch: bool) -> StepReport:  # fmt: skip
+    def _update(
+        self, grads, lr: float, tokens: int, total: float, epoch: int, ends_epoch: bool
+    ) -> StepReport:
         """The window's summed gradients clipped at `grad_clip`, AdamW's update at `lr`."""
         clipped, norm = clip_global_norm(grads, self.run.train.grad_clip)
         self.optimizer.learning_rate = mx.array(lr, dtype=mx.float32)
@@ -139,9 +145,10 @@ class MlxPlannerTrainer(PlannerTrainer):
         named = self.lora.parameters()
         params = [_torch(named[name]) for name in self.names_order]
         # MLX's step counter is uint64, which torch lacks: saved as int64, cast back on loading.
-        optimizer = {f"mlx.{k}": _torch(v if mx.issubdtype(v.dtype, mx.floating)
-                                        else v.astype(mx.int64))
-                     for k, v in tree_flatten(self.optimizer.state)}  # fmt: skip
+        optimizer = {
+            f"mlx.{k}": _torch(v if mx.issubdtype(v.dtype, mx.floating) else v.astype(mx.int64))
+            for k, v in tree_flatten(self.optimizer.state)
+        }
         order_tensors, order_document = self.order.state("order")
         tensors = {**params_state(params), **optimizer, **order_tensors}
         document = {
@@ -159,8 +166,10 @@ class MlxPlannerTrainer(PlannerTrainer):
         named = self.lora.parameters()
         holders = [torch.zeros(tuple(named[n].shape)) for n in self.names_order]
         load_params(holders, tensors)  # checks the count
-        weights = [(n, mx.array(h.numpy()).astype(named[n].dtype))
-                   for n, h in zip(self.names_order, holders, strict=True)]  # fmt: skip
+        weights = [
+            (n, mx.array(h.numpy()).astype(named[n].dtype))
+            for n, h in zip(self.names_order, holders, strict=True)
+        ]
         self.lora.model.load_weights(weights, strict=False)
         self.optimizer.init(self.lora.model.trainable_parameters())
         dtypes = {k: v.dtype for k, v in tree_flatten(self.optimizer.state)}

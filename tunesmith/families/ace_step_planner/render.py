@@ -70,8 +70,13 @@ class PlannerRenderer:
         samples = decode_codes(self.pipe, answer.codes).numpy()
         if samples.shape[-1] == 0:
             samples = np.zeros((2, SAMPLE_RATE // 5), dtype=np.float32)
-        self._details = {"plan": {"codes": len(answer.codes), "seconds": seconds(answer.codes),
-                                  "metas": answer.metas}}  # fmt: skip
+        self._details = {
+            "plan": {
+                "codes": len(answer.codes),
+                "seconds": seconds(answer.codes),
+                "metas": answer.metas,
+            }
+        }
         self._extra = {}
         if answer.codes:
             dit = render_codes(self.pipe, answer.codes, wanted, demo.steps, demo.cfg)
@@ -93,6 +98,7 @@ class PlannerRenderer:
     def _scale(self, strength: float) -> None:
         """The adapter at `strength`: its B factors scaled (PEFT's scale is per config)."""
         factors = {m: (a, b * strength) for m, (a, b) in self.trained.factors.items()}
-        self.lora.set_factors(adapter_files.LoraFactors(factors, self.trained.rank,
-                                                        self.trained.alpha))  # fmt: skip
+        self.lora.set_factors(
+            adapter_files.LoraFactors(factors, self.trained.rank, self.trained.alpha)
+        )
         self.strength = strength

@@ -93,12 +93,16 @@ class PlannerTrainer:
         self.steps = cfg.steps or self.horizon
         self.updates, self.epoch_losses, self.epoch_sum = 0, [], [0.0, 0]
         self.names = PeftNames(run_dir, run.name, adapter_files.PEFT_WEIGHTS)
-        self.start_note = "; ".join([
-            f"planner {self.planner_folder.name} ({self.backend})", *fallback, summary,
-            f"{len(self.train_items)} training songs, {self.order.steps_per_epoch()} steps an "
-            f"epoch, horizon {cfg.epochs} epochs = {self.horizon} steps, training {self.steps}",
-            *notes,
-        ])  # fmt: skip
+        self.start_note = "; ".join(
+            [
+                f"planner {self.planner_folder.name} ({self.backend})",
+                *fallback,
+                summary,
+                f"{len(self.train_items)} training songs, {self.order.steps_per_epoch()} steps an "
+                f"epoch, horizon {cfg.epochs} epochs = {self.horizon} steps, training {self.steps}",
+                *notes,
+            ]
+        )
         self.identity = {
             "base_model": metadata.get("tunesmith.base_model_fingerprint", str(base_model)),
             "adapter_type": "planner-lora",
@@ -113,8 +117,7 @@ class PlannerTrainer:
 
     def _load(self, placement) -> None:
         """The planner on the placement's device; its tokenizer, vocabulary and context."""
-        self.planner = load_planner(self.planner_folder, DTYPES[placement.dtype],
-                                    placement.device)  # fmt: skip
+        self.planner = load_planner(self.planner_folder, DTYPES[placement.dtype], placement.device)
         self.tokenizer, self.vocab = self.planner.tokenizer, self.planner.vocab
         self.context = self.planner.context
 
@@ -142,18 +145,27 @@ class PlannerTrainer:
                 continue
             labels = json.loads(row["planner_labels"])
             # The caption already carries the run's trigger (captions.item_texts).
-            example = build_example(self.tokenizer, self.vocab, row["path"], labels,
-                                    codes[row["path"]], self.context)  # fmt: skip
+            example = build_example(
+                self.tokenizer, self.vocab, row["path"], labels, codes[row["path"]], self.context
+            )
             notes += list(example.warnings)
             examples.append(example)
             if self.run.train.caption_dropout:  # the item's epochs without its caption
                 self.trigger_only[row["path"]] = build_example(
-                    self.tokenizer, self.vocab, row["path"], labels, codes[row["path"]],
-                    self.context, self.trigger[0], drop_caption=True,
-                )  # fmt: skip
+                    self.tokenizer,
+                    self.vocab,
+                    row["path"],
+                    labels,
+                    codes[row["path"]],
+                    self.context,
+                    self.trigger[0],
+                    drop_caption=True,
+                )
         if not examples:
-            raise ConfigError(f"run {self.run.name}: no item has audio codes the planner can "
-                              f"train on ({'; '.join(notes) or 'no items'})")  # fmt: skip
+            raise ConfigError(
+                f"run {self.run.name}: no item has audio codes the planner can "
+                f"train on ({'; '.join(notes) or 'no items'})"
+            )
         return examples, notes
 
     def _scheduler(self, updates: int):
@@ -162,8 +174,9 @@ class PlannerTrainer:
     def _optimizer(self, cfg):
         """(optimizer, its split in words, notes): Muon where a parameter qualifies, else
         AdamW, said so."""
-        settings = OptimizerSettings(name=cfg.optimizer, muon_min_dim=cfg.muon_min_dim,
-                                     muon_lr_scale=cfg.muon_lr_scale)  # fmt: skip
+        settings = OptimizerSettings(
+            name=cfg.optimizer, muon_min_dim=cfg.muon_min_dim, muon_lr_scale=cfg.muon_lr_scale
+        )
         notes = []
         try:
             optimizer, split = build_optimizer(self.named, cfg.lr, settings)
@@ -232,8 +245,12 @@ class PlannerTrainer:
         more than a step; the renders stage plays the best adapter's plans."""
 
     def write_adapter(self, path: Path, step: int, epoch: int, loss: float | None) -> Path:
-        info = {**self.metadata, "tunesmith.step": str(step), "tunesmith.epoch": str(epoch),
-                "tunesmith.adapter_type": "planner-lora"}  # fmt: skip
+        info = {
+            **self.metadata,
+            "tunesmith.step": str(step),
+            "tunesmith.epoch": str(epoch),
+            "tunesmith.adapter_type": "planner-lora",
+        }
         if loss is not None:
             info["validation_loss"] = f"{loss:.8g}"
         trigger, position = self.trigger
@@ -245,8 +262,12 @@ class PlannerTrainer:
     def adapter_files(self, path: Path) -> list[Path]:
         peft = Path(path).parent
         twin = mlx_folder(path)
-        return [peft / adapter_files.PEFT_WEIGHTS, peft / adapter_files.CONFIG,
-                twin / adapter_files.MLX_WEIGHTS, twin / adapter_files.CONFIG]  # fmt: skip
+        return [
+            peft / adapter_files.PEFT_WEIGHTS,
+            peft / adapter_files.CONFIG,
+            twin / adapter_files.MLX_WEIGHTS,
+            twin / adapter_files.CONFIG,
+        ]
 
     def remove_adapter(self, path: Path) -> None:
         for folder in (Path(path).parent, mlx_folder(path)):

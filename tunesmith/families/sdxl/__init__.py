@@ -37,7 +37,7 @@ class Sdxl(Family):
             "encoded": frozenset({"torch"}),
             "adapters": frozenset({"torch"}),
             "renders": frozenset({"torch"}),
-        }  # fmt: skip
+        }
     )
 
     def check_base_model(self, folder: Path) -> None:

@@ -17,12 +17,22 @@ PIPELINE_CLASS = "StableDiffusionXLPipeline"
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.json")  # fast (tokenizers) or slow (BPE) files
 # diffusers' KarrasDiffusionSchedulers, the type StableDiffusionXLPipeline declares for it.
 SCHEDULERS = (
-    "EulerDiscreteScheduler", "DDIMScheduler", "DDPMScheduler", "PNDMScheduler",
-    "LMSDiscreteScheduler", "HeunDiscreteScheduler", "EulerAncestralDiscreteScheduler",
-    "DPMSolverMultistepScheduler", "DPMSolverSinglestepScheduler", "KDPM2DiscreteScheduler",
-    "KDPM2AncestralDiscreteScheduler", "DEISMultistepScheduler", "UniPCMultistepScheduler",
-    "DPMSolverSDEScheduler", "EDMEulerScheduler",
-)  # fmt: skip
+    "EulerDiscreteScheduler",
+    "DDIMScheduler",
+    "DDPMScheduler",
+    "PNDMScheduler",
+    "LMSDiscreteScheduler",
+    "HeunDiscreteScheduler",
+    "EulerAncestralDiscreteScheduler",
+    "DPMSolverMultistepScheduler",
+    "DPMSolverSinglestepScheduler",
+    "KDPM2DiscreteScheduler",
+    "KDPM2AncestralDiscreteScheduler",
+    "DEISMultistepScheduler",
+    "UniPCMultistepScheduler",
+    "DPMSolverSDEScheduler",
+    "EDMEulerScheduler",
+)
 
 # The components of StableDiffusionXLPipeline.__init__ (diffusers 0.42.1), in its order; the
 # optional image_encoder and feature_extractor (IP-Adapter) are not needed.

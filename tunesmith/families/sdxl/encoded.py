@@ -74,9 +74,20 @@ PARAMS = {
 TOLERANCE = 1e-5
 CAPTION_TOKENS = 77  # both CLIP tokenizers pad every caption to their model_max_length
 COLUMNS = (
-    "model", "run", "path", "entry", "caption", "caption_entry", "posterior", "text",
-    "original_height", "original_width", "crop_top", "crop_left", "size",
-)  # fmt: skip
+    "model",
+    "run",
+    "path",
+    "entry",
+    "caption",
+    "caption_entry",
+    "posterior",
+    "text",
+    "original_height",
+    "original_width",
+    "crop_top",
+    "crop_left",
+    "size",
+)
 
 
 class Captions(BatchEncoder):

@@ -109,9 +109,14 @@ class SdxlTrainer:
         pictures = pictures_from_frame(encoded)
         split = split_holdout(pictures, cfg.holdout, lambda p: p.name, LAST_OF_SORTED, "picture")
         self.pipe = load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
-        self.lora = SdxlLora(self.pipe.unet, self.pipe.scheduler,
-                             self.pipe.vae.config.scaling_factor, run.adapter.rank,
-                             run.adapter.scale_alpha, cfg.seed)  # fmt: skip
+        self.lora = SdxlLora(
+            self.pipe.unet,
+            self.pipe.scheduler,
+            self.pipe.vae.config.scaling_factor,
+            run.adapter.rank,
+            run.adapter.scale_alpha,
+            cfg.seed,
+        )
         self.train = split.train
         self.validation = ValidationSet.make(split.validation, seed=cfg.seed + 1)
         self.params = self.lora.parameters()
@@ -136,10 +141,12 @@ class SdxlTrainer:
     def step(self) -> StepReport:
         pictures = [self.train[i] for i in self.order.next()]
         step = train_step if self.replica is None else partial(shared_train_step, self.replica)
-        loss, t = step(self.lora, self.optimizer, pictures, self.generator,
-                       self.run.train.grad_clip)  # fmt: skip
-        return StepReport(loss, t.float().mean().item(), self.order.epoch,
-                          {"lr": self.run.train.lr})  # fmt: skip
+        loss, t = step(
+            self.lora, self.optimizer, pictures, self.generator, self.run.train.grad_clip
+        )
+        return StepReport(
+            loss, t.float().mean().item(), self.order.epoch, {"lr": self.run.train.lr}
+        )
 
     def validation_loss(self) -> float:
         return self.lora.validation_loss(self.validation)

@@ -41,7 +41,7 @@ class StableAudio3(Family):
             "encoded": frozenset({"torch"}),
             "adapters": frozenset({"torch", "mlx"}),
             "renders": frozenset({"torch"}),
-        }  # fmt: skip
+        }
     )
 
     def check_base_model(self, folder: Path) -> None:

@@ -88,11 +88,23 @@ PARAMS = {
 TOLERANCE = 1e-5
 # What the store keeps of an item beside its latents, in the sidecar's order.
 SIDECAR_FIELDS = (
-    "seconds_total", "seconds_start", "audio_samples", "latent_shape", "padding_mask",
-)  # fmt: skip
+    "seconds_total",
+    "seconds_start",
+    "audio_samples",
+    "latent_shape",
+    "padding_mask",
+)
 COLUMNS = (
-    "model", "path", "entry", "latents", "sidecar", "frames", "seconds_total", "prompt", "pieces",
-)  # fmt: skip
+    "model",
+    "path",
+    "entry",
+    "latents",
+    "sidecar",
+    "frames",
+    "seconds_total",
+    "prompt",
+    "pieces",
+)
 
 
 class Prompts(BatchEncoder):

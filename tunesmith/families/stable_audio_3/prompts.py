@@ -19,9 +19,16 @@ from __future__ import annotations
 import random
 
 DISPLAY = {
-    "title": "Title", "artist": "Artist", "album": "Album", "genre": "Genre",
-    "label": "Label", "date": "Year", "composer": "Composer", "bpm": "BPM", "prompt": "Prompt",
-}  # fmt: skip
+    "title": "Title",
+    "artist": "Artist",
+    "album": "Album",
+    "genre": "Genre",
+    "label": "Label",
+    "date": "Year",
+    "composer": "Composer",
+    "bpm": "BPM",
+    "prompt": "Prompt",
+}
 # Captions that merely restate the tags or the file name are not a prompt of their own.
 _DERIVED_CAPTIONS = ("embedded", "filename")
 

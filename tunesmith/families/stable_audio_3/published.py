@@ -36,15 +36,26 @@ from pathlib import Path
 
 # diffusers' StableAudio3DiTModel config of each published DiT (underfit's templates).
 MEDIUM_DIT = {
-    "io_channels": 256, "patch_size": 1, "embed_dim": 1536, "depth": 24, "num_heads": 24,
-    "cond_token_dim": 768, "global_cond_dim": 768, "local_add_cond_dim": 257,
-    "timestep_features_dim": 256, "ff_mult": 4, "num_memory_tokens": 64,
+    "io_channels": 256,
+    "patch_size": 1,
+    "embed_dim": 1536,
+    "depth": 24,
+    "num_heads": 24,
+    "cond_token_dim": 768,
+    "global_cond_dim": 768,
+    "local_add_cond_dim": 257,
+    "timestep_features_dim": 256,
+    "ff_mult": 4,
+    "num_memory_tokens": 64,
     "use_differential_attention": True,
-}  # fmt: skip
+}
 SMALL_DIT = {
-    **MEDIUM_DIT, "embed_dim": 1024, "depth": 20, "num_heads": 16,
+    **MEDIUM_DIT,
+    "embed_dim": 1024,
+    "depth": 20,
+    "num_heads": 16,
     "use_differential_attention": False,  # the small templates' attn_kwargs.differential
-}  # fmt: skip
+}
 SAME_L = {"latent_dim": 256, "encoder_channels": 256}  # the medium's VAE (registry: SAME-L)
 SAME_S = {"latent_dim": 256, "encoder_channels": 128}  # the small models' (registry: SAME-S)
 

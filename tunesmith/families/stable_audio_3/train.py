@@ -314,8 +314,11 @@ class TorchTrainer(UnderfitTrainer):
             self.scaler.step(self.optimizer)
             self.scaler.update()
         self.scheduler.step()  # every step, as underfit's loop; the lr logged is the next one's
-        fields = {"lr": self.optimizer.param_groups[0]["lr"], "grad_norm": grad_norm,
-                  "lora_magnitude": magnitude}  # fmt: skip
+        fields = {
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "grad_norm": grad_norm,
+            "lora_magnitude": magnitude,
+        }
         return StepReport(value, t_mean, self.draws.epoch, fields)
 
     def _shared_loss(self, d) -> tuple[torch.Tensor, float]:
@@ -333,9 +336,15 @@ class TorchTrainer(UnderfitTrainer):
         tensors, document = self.draws.state()
         optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
         scaler = {} if self.scaler is None else {"grad_scaler": self.scaler.state_dict()}
-        return ({**params_state(self.params), **optimizer_tensors, **tensors},
-                {**document, "optimizer": optimizer_document,
-                 "schedule_step": self.scheduler.last_epoch, **scaler})  # fmt: skip
+        return (
+            {**params_state(self.params), **optimizer_tensors, **tensors},
+            {
+                **document,
+                "optimizer": optimizer_document,
+                "schedule_step": self.scheduler.last_epoch,
+                **scaler,
+            },
+        )
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
         if "schedule_step" not in document:

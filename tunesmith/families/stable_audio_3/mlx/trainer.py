@@ -398,7 +398,7 @@ class MlxTrainer(UnderfitTrainer):
                 **document,
                 "optimizer": {"backend": "mlx"},
                 "schedule_step": self.objective.schedule_step,
-            },  # fmt: skip
+            },
         )
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
