@@ -94,7 +94,7 @@ def extras(model: Path, frame: pd.DataFrame, run_dir: Path, steps: int, devices:
 def samples_per_second(extra: dict, devices: int) -> float:
     from pipelines import train_child
     from tunesmith.backends.placement import Placement
-    from tunesmith.families.stable_audio_3.train import TorchTrainer
+    from tunesmith.families.stable_audio_3.trainer import TorchTrainer
     from tunesmith.train import loop
     from tunesmith.train.config import resolve_run
 

@@ -88,7 +88,7 @@ def main() -> None:
     from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
     from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
     from tunesmith.families.stable_audio_3.mlx.trainer import MLXObjective
-    from tunesmith.families.stable_audio_3.train import Objective
+    from tunesmith.families.stable_audio_3.trainer import Objective
     from tunesmith.train.config import RunConfig
 
     torch_device, mlx_device = devices()

@@ -133,7 +133,7 @@ def page_in(model: torch.nn.Module) -> None:
 
 def pictures(folder: Path):
     """`PICTURES` random `Picture`s shaped as the `encoded` stage stores them for this model."""
-    from tunesmith.families.sdxl.train import Picture, time_ids
+    from tunesmith.families.sdxl.objective import Picture, time_ids
 
     unet = json.loads((folder / "unet" / "config.json").read_text())
     encoder_2 = json.loads((folder / "text_encoder_2" / "config.json").read_text())
@@ -154,7 +154,7 @@ def pictures(folder: Path):
 
 def ours(folder: Path, steps: int, device: str, dtype: torch.dtype) -> dict:
     from tunesmith.families.sdxl.model import load_pipeline
-    from tunesmith.families.sdxl.train import SdxlLora
+    from tunesmith.families.sdxl.objective import SdxlLora
     from tunesmith.families.sdxl.trainer import ORDER, train_step
     from tunesmith.train.memory import MemoryCap
     from tunesmith.train.order import Order

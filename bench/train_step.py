@@ -88,7 +88,7 @@ def ours(folder: Path, steps: int, device: str, dtype: str) -> dict:
     from tunesmith.backends.placement import Placement
     from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
     from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
-    from tunesmith.families.stable_audio_3.train import TorchTrainer
+    from tunesmith.families.stable_audio_3.trainer import TorchTrainer
     from tunesmith.train.config import RunConfig
     from tunesmith.train.loop import train
 

@@ -40,8 +40,8 @@ def _sdxl(out: Path) -> None:
     from diffusers import EulerDiscreteScheduler, UNet2DConditionModel
 
     from tunesmith.families.sdxl import files
+    from tunesmith.families.sdxl.objective import SdxlLora
     from tunesmith.families.sdxl.tiny import TINY_SDXL_CONFIG
-    from tunesmith.families.sdxl.train import SdxlLora
 
     torch.manual_seed(0)
     unet = UNet2DConditionModel(**TINY_SDXL_CONFIG["unet"])

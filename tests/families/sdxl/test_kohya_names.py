@@ -13,8 +13,8 @@ from safetensors.torch import save_file
 
 from tunesmith.families.sdxl.kohya_names import diffusers_module, kohya_stem
 from tunesmith.families.sdxl.model import load_pipeline
+from tunesmith.families.sdxl.objective import TARGET_MODULES, SdxlLora
 from tunesmith.families.sdxl.tiny import make_tiny_sdxl
-from tunesmith.families.sdxl.train import TARGET_MODULES, SdxlLora
 
 # stabilityai/stable-diffusion-xl-base-1.0 unet/config.json, the values that differ from
 # UNet2DConditionModel's defaults.

@@ -14,7 +14,7 @@ from tests.families.stable_audio_3.test_sa3_training import items, run_config
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3.files import read_adapter
 from tunesmith.families.stable_audio_3.mlx.trainer import MlxTrainer
-from tunesmith.families.stable_audio_3.train import TorchTrainer
+from tunesmith.families.stable_audio_3.trainer import TorchTrainer
 from tunesmith.train.loop import train
 from tunesmith.train.state import ResumeError
 

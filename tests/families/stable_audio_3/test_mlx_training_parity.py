@@ -28,7 +28,7 @@ from tunesmith.families.stable_audio_3.data import Batch
 from tunesmith.families.stable_audio_3.files import read_adapter
 from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx import trainer as mlx_train
-from tunesmith.families.stable_audio_3.train import Objective
+from tunesmith.families.stable_audio_3.trainer import Objective
 from tunesmith.train.config import RunConfig
 from tunesmith.train.schedules import lr_scheduler
 

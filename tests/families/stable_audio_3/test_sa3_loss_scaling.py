@@ -15,7 +15,7 @@ from tests.families.stable_audio_3.test_sa3_training import first_batch, items, 
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import optim
 from tunesmith.families.stable_audio_3.files import read_adapter
-from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer
+from tunesmith.families.stable_audio_3.trainer import Objective, TorchTrainer
 from tunesmith.train.loop import train
 
 HALF = Placement("torch", "cpu", "float16", "test")

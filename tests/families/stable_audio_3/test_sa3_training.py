@@ -15,7 +15,7 @@ from tunesmith.families.stable_audio_3.config import Sa3Adapter as AdapterConfig
 from tunesmith.families.stable_audio_3.config import Sa3Train as TrainConfig
 from tunesmith.families.stable_audio_3.data import ORDER, Item, crop, draw_batch
 from tunesmith.families.stable_audio_3.files import read_adapter
-from tunesmith.families.stable_audio_3.train import Objective, TorchTrainer
+from tunesmith.families.stable_audio_3.trainer import Objective, TorchTrainer
 from tunesmith.formats.underfit import validate_file
 from tunesmith.train.config import ConfigError, RunConfig
 from tunesmith.train.holdout import split_holdout

@@ -30,7 +30,7 @@ from tunesmith.families.stable_audio_3 import names as sa3_names
 from tunesmith.families.stable_audio_3.config import Sa3Adapter, Sa3Train
 from tunesmith.families.stable_audio_3.files import row_permutation
 from tunesmith.families.stable_audio_3.published import UNDERFIT_MODEL_IDS, underfit_model_id
-from tunesmith.families.stable_audio_3.train import Objective
+from tunesmith.families.stable_audio_3.trainer import Objective
 from tunesmith.formats.underfit import AdapterConfig, write_adapter_file
 from tunesmith.train.config import RunConfig
 

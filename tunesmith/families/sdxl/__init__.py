@@ -3,7 +3,7 @@
 model.py        the base model folder: check, load; encode pictures (VAE posterior) and captions
 encoded.py      stage `encoded`: per picture its posterior, per distinct caption both text
                 encoders' outputs, cached in the store
-train.py        the LoRA objective: the UNet with adapters, its loss, the validation loss
+objective.py    the LoRA objective: the UNet with adapters, its loss, the validation loss
 trainer.py      one run as a trainer of the one loop: passes, holdout, files, state
 files.py        the PEFT and kohya files, and their check
 kohya_names.py  kohya's (Stability's) UNet module names for the kohya file

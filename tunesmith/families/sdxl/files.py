@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from tunesmith.families.sdxl.kohya_names import kohya_stem
-from tunesmith.families.sdxl.train import TARGET_MODULES, SdxlLora
+from tunesmith.families.sdxl.objective import TARGET_MODULES, SdxlLora
 from tunesmith.formats import FormatError, kohya, peft
 
 COMPONENT = "unet"  # diffusers' prefix of the UNet's keys in a pipeline's LoRA file

@@ -1,4 +1,4 @@
-"""Training one SDXL run: `SdxlLora` (train.py) as a `Trainer` of the one loop.
+"""Training one SDXL run: `SdxlLora` (objective.py) as a `Trainer` of the one loop.
 
 Per step: the next pictures of a shuffled pass over the training pictures (a new order each
 epoch, as kohya's and diffusers' data loaders draw: `ORDER`, a policy of
@@ -32,8 +32,8 @@ import torch
 
 from tunesmith.families.sdxl import files
 from tunesmith.families.sdxl.model import load_pipeline
+from tunesmith.families.sdxl.objective import Picture, SdxlLora, ValidationSet, pictures_from_frame
 from tunesmith.families.sdxl.sample import DTYPES, render_demo
-from tunesmith.families.sdxl.train import Picture, SdxlLora, ValidationSet, pictures_from_frame
 from tunesmith.media.writers import write_png
 from tunesmith.train import distributed
 from tunesmith.train.holdout import LAST_OF_SORTED, split_holdout

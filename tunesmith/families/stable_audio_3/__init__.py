@@ -7,7 +7,7 @@ prompts.py      underfit's prompt templates and trigger
 timesteps.py    the five timestep samplers and the model's shift
 draws.py        what one step draws (shared by the torch and MLX trainers)
 validation.py   the validation loss at fixed levels and noise
-train.py        the objective and the torch trainer; underfit's file names
+trainer.py      the objective and the torch trainer; underfit's file names
 files.py        the adapter as underfit's file (tunesmith/formats/underfit.py), by names.py
 names.py        underfit's layer names against diffusers', and the fused QKV rows
 sample.py       renders and training samples through the diffusers pipeline
@@ -60,7 +60,7 @@ class StableAudio3(Family):
             from tunesmith.families.stable_audio_3.mlx.trainer import MlxTrainer
 
             return MlxTrainer
-        from tunesmith.families.stable_audio_3.train import TorchTrainer
+        from tunesmith.families.stable_audio_3.trainer import TorchTrainer
 
         return TorchTrainer
 

@@ -18,7 +18,7 @@ from tunesmith.adapters import torch_lora
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import model
 from tunesmith.families.stable_audio_3.files import read_adapter
-from tunesmith.families.stable_audio_3.train import DTYPES
+from tunesmith.families.stable_audio_3.trainer import DTYPES
 from tunesmith.train.config import DemoConfig
 
 

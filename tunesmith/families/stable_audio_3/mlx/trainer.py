@@ -1,6 +1,6 @@
 """Training Stable Audio 3 adapters in MLX: the torch path's objective and loop, step compiled.
 
-The same step as `tunesmith.families.stable_audio_3.train` (its docstring has the formulas):
+The same step as `tunesmith.families.stable_audio_3.trainer` (its docstring has the formulas):
 rectified flow, x_t = x0·(1 − t) + ε·t, target ε − x0; context = T5Gemma tokens + duration
 token, CFG dropout zeroing a sample's whole context and marking every token valid (so the
 padding embedding does not come back), the global conditioning kept; local_add_cond = [ones |
@@ -58,7 +58,7 @@ from tunesmith.families.stable_audio_3.data import Batch
 from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx.model import cross_attention_context
 from tunesmith.families.stable_audio_3.timesteps import FullShift
-from tunesmith.families.stable_audio_3.train import DEFAULT_INCLUDE, Objective, UnderfitTrainer
+from tunesmith.families.stable_audio_3.trainer import DEFAULT_INCLUDE, Objective, UnderfitTrainer
 from tunesmith.train import distributed
 from tunesmith.train.config import RunConfig
 from tunesmith.train.state import ResumeError, params_state

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from tunesmith.families.sdxl import files
 from tunesmith.families.sdxl.model import encode_captions, encode_images, load_pipeline
-from tunesmith.families.sdxl.train import Picture, SdxlLora, time_ids
+from tunesmith.families.sdxl.objective import Picture, SdxlLora, time_ids
 
 SIZE = 64
 
