@@ -74,10 +74,10 @@ def adapters(
         if refused := engine.one_process_only(run, family, placement.backend):
             skipped.append(Skipped(f"run {run.name}", refused))
             continue
-        checkpoint = base_model_folder(run, roots.models)
+        base_model = base_model_folder(run, roots.models)
         try:
             plan = engine.plan(
-                run, checkpoint, encoded, out, placement, roots.store / "fingerprints.json"
+                run, base_model, encoded, out, placement, roots.store / "fingerprints.json"
             )
         except ValueError as exc:
             skipped.append(Skipped(f"run {run.name}", str(exc)))
@@ -127,7 +127,7 @@ def _train(context, plan: engine.RunPlan, placement, manifest_version: str) -> N
     resolved run as the plan holds it (`run_document`) and resolves nothing again."""
     extras = {
         "run": run_document(plan.run),
-        "checkpoint": str(plan.checkpoint),
+        "base_model": str(plan.base_model),
         "items": json.loads(plan.items.to_json(orient="records")),
         "run_dir": str(plan.run_dir),
         "result_path": str(plan.result_path),

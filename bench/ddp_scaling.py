@@ -82,7 +82,7 @@ def extras(model: Path, frame: pd.DataFrame, run_dir: Path, steps: int, devices:
     return {
         "run": run,
         "config_source": "tunesmith.toml",
-        "checkpoint": str(model),
+        "base_model": str(model),
         "items": json.loads(frame.to_json(orient="records")),
         "run_dir": str(run_dir),
         "result_path": str(run_dir / "result.json"),
@@ -104,7 +104,7 @@ def samples_per_second(extra: dict, devices: int) -> float:
         run = resolve_run(extra["run"], Path("tunesmith.toml"), 0)
         trainer = TorchTrainer(
             run,
-            Path(extra["checkpoint"]),
+            Path(extra["base_model"]),
             pd.DataFrame(extra["items"]),
             run_dir,
             Placement(**PLACEMENT, reason="bench"),

@@ -89,7 +89,7 @@ def train(pipes, extras: dict) -> None:
     run_dir = Path(extras["run_dir"])
     run_dir.mkdir(parents=True, exist_ok=True)
     make = families.get(run.family).trainer(placement.backend)
-    trainer = make(run, Path(extras["checkpoint"]), items, run_dir, placement, extras["metadata"])
+    trainer = make(run, Path(extras["base_model"]), items, run_dir, placement, extras["metadata"])
     # underfit's progress bar goes to train.log; validation lines go to the Dagster run.
     with open(run_dir / "train.log", "a", encoding="utf-8") as progress:
         result = loop.train(trainer, run_dir, log=pipes.log.info, progress=progress)
@@ -333,7 +333,7 @@ def rank_train(extras: dict, placement: Placement, log) -> None:
     items = pd.DataFrame(extras["items"])
     run_dir = Path(extras["run_dir"])
     make = families.get(run.family).trainer(placement.backend)
-    trainer = make(run, Path(extras["checkpoint"]), items, run_dir, placement, extras["metadata"])
+    trainer = make(run, Path(extras["base_model"]), items, run_dir, placement, extras["metadata"])
     if not getattr(trainer, "data_parallel", False):  # a launch the adapters stage did not vet
         raise ConfigError(
             f"{run.name}: the {run.family} trainer on {placement.backend} trains on one process; "

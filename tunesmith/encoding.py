@@ -1,6 +1,6 @@
 """The `encoded` stage's loop, the same for every family: a family supplies an item encoder.
 
-Per base model the family's `ItemEncoder` (built from the checkpoint; a ValueError skips the
+Per base model the family's `ItemEncoder` (built from the base model folder; a ValueError skips the
 base model's items with its message) says how one item is keyed, batched, encoded, published
 and put in the table; `encode` does the rest, in this order:
 
@@ -110,7 +110,7 @@ class BatchEncoder:
 class ItemEncoder(BatchEncoder):
     """A family's encoder for one base model: its items are label rows of `media`.
 
-    Subclasses take (checkpoint, request) and raise ValueError for a base model they cannot
+    Subclasses take (base_model, request) and raise ValueError for a base model they cannot
     use; they must pickle (they travel to the worker processes) and define `key`, `load`,
     `encode`, `row` and `columns`, and for texts `text_encoder`, `texts` and `text_key`.
     """
@@ -127,8 +127,8 @@ class ItemEncoder(BatchEncoder):
     texts_counted: str = ""  # the result's counts of texts ("captions": captions_cached, ...)
     text_encoder: BatchEncoder | None = None  # how its texts are made; None: it has none
 
-    def __init__(self, checkpoint: Path, request) -> None:
-        self.checkpoint, self.folder = Path(checkpoint), Path(request.folder)
+    def __init__(self, base_model: Path, request) -> None:
+        self.base_model, self.folder = Path(base_model), Path(request.folder)
         self.placement, self.device = request.placement, request.placement.device
         self.store: Store = request.store
         self.notes: list[str] = []  # warnings about the base model, said once
@@ -189,7 +189,7 @@ class _Counts:
 
 def encode(request, make: type[ItemEncoder]) -> Encoded:
     """Encode the items of `request.labels` for every base model of `request` (an
-    `EncodeRequest`) with the item encoders `make(checkpoint, request)`."""
+    `EncodeRequest`) with the item encoders `make(base_model, request)`."""
     start = time.perf_counter()
     kind = make.media
     items = request.labels[request.labels["kind"] == kind]
@@ -197,9 +197,9 @@ def encode(request, make: type[ItemEncoder]) -> Encoded:
     runs = list(request.runs) if make.per_run else [None]
     rows, keys, skipped, warnings, outputs, counts = [], [], [], [], [], _Counts()
     settings = {_name(run): make.setting(run) for run in runs}  # its errors come before any work
-    for checkpoint in map(Path, request.base_models):
+    for base_model in map(Path, request.base_models):
         try:
-            encoder = make(checkpoint, request)
+            encoder = make(base_model, request)
         except ValueError as exc:
             skipped += [Skipped(item["path"], str(exc)) for item in items]
             continue
@@ -376,7 +376,7 @@ def _encode_share(task) -> tuple[dict, set[str]]:
     the model for its first task and keeps it for the rest."""
     encoder, which, share, root, number = task
     model = kept(
-        (type(encoder).__module__, str(encoder.checkpoint)),
+        (type(encoder).__module__, str(encoder.base_model)),
         lambda: functools.cache(lambda: encoder.load(process_device(encoder.device, number))),
     )
     part = encoder.text_encoder if which == "text" else encoder

@@ -137,7 +137,7 @@ def extras(raw: dict, model: Path, items: pd.DataFrame, run_dir: Path) -> dict:
     return {
         "run": document,
         "config_source": "tunesmith.toml",
-        "checkpoint": str(model),
+        "base_model": str(model),
         "items": json.loads(items.to_json(orient="records")),
         "run_dir": str(run_dir),
         "result_path": str(run_dir / "result.json"),

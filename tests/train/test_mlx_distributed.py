@@ -161,7 +161,7 @@ def planner_extras(raw: dict, models: Path, frame, run_dir: Path) -> dict:
     return {
         "run": run,
         "config_source": "tunesmith.toml",
-        "checkpoint": str(models / "tiny"),
+        "base_model": str(models / "tiny"),
         "items": json.loads(frame.to_json(orient="records")),
         "run_dir": str(run_dir),
         "result_path": str(run_dir / "result.json"),

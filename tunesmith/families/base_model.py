@@ -19,7 +19,7 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".ckpt", ".pth", ".pkl")
 
 @dataclass(frozen=True)
 class Part:
-    """One component folder of the checkpoint and what it must hold."""
+    """One component folder of the base model and what it must hold."""
 
     name: str  # folder name and key in model_index.json
     classes: tuple[str, ...]  # class names model_index.json may give it
@@ -105,10 +105,10 @@ def _part_problems(folder: Path, part: Part, index: dict | None) -> list[str]:
 def _error(
     folder: Path, problems: list[str], pipeline: str, parts: tuple[Part, ...], family: str
 ) -> str:
-    lines = [f"{folder} is not a usable {family} checkpoint:"]
+    lines = [f"{folder} is not a usable {family} base model:"]
     lines += [f"  - {p}" for p in problems]
     lines.append(
-        f"A {family} checkpoint is a diffusers {pipeline} folder: model_index.json "
+        f"A {family} base model is a diffusers {pipeline} folder: model_index.json "
         "and " + "; ".join(part.describe() for part in parts) + "."
     )
     return "\n".join(lines)

@@ -21,8 +21,8 @@ MARKER = ".tunesmith-tiny-model.json"  # hidden: model_fingerprint skips it
 def write_tiny(folder: Path, config_hash: str, build, marker, check) -> Path:
     """Write the pipeline `build()` makes to `folder`, with `marker(pipe)` as its marker.
 
-    Idempotent: a folder already holding a complete checkpoint (`check` passes) with the same
-    config hash is left as it is. The checkpoint is written to a temporary sibling folder and
+    Idempotent: a folder already holding a complete base model (`check` passes) with the same
+    config hash is left as it is. The model is written to a temporary sibling folder and
     renamed into place, so an interrupted run leaves no half-written `folder`. A `folder` that
     exists and is neither empty nor a tiny model made here is refused (FileExistsError).
     """
@@ -53,7 +53,7 @@ def _is_complete(folder: Path, config_hash: str, check) -> bool:
     try:
         marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
         check(folder)
-    except (OSError, ValueError):  # no marker, bad JSON, or an incomplete checkpoint
+    except (OSError, ValueError):  # no marker, bad JSON, or an incomplete base model
         return False
     return isinstance(marker, dict) and marker.get("config_hash") == config_hash
 
@@ -67,7 +67,7 @@ def _move_into_place(tmp: Path, folder: Path, config_hash: str, check) -> None:
     try:
         os.replace(tmp, folder)  # rename(2): atomic, and replaces an empty folder
     except OSError:
-        # Another process put a checkpoint there meanwhile; keep it if it is the same one.
+        # Another process put a base model there meanwhile; keep it if it is the same one.
         if not _is_complete(folder, config_hash, check):
             raise
     finally:

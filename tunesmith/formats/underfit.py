@@ -346,7 +346,7 @@ def validate_file(path: str | os.PathLike) -> AdapterInfo:
             path,
             "at least one parametrization key",
             f"none of its {len(keys)} keys ends in '.parametrizations.weight.<N>.lora_A' (or "
-            f"lora_B, magnitude, …): a base model or VAE checkpoint, not an adapter"
+            f"lora_B, magnitude, …): a base model or VAE file, not an adapter"
             + (f"; first keys: {keys[:3]}" if keys else ""),
         )
     raw = metadata.pop("lora_config", None)

@@ -28,7 +28,7 @@ def model_fingerprint(folder: Path, cache: Path | None = None) -> str:
 
     Fingerprinted: `*.safetensors`, `*.json`, `*.model`, `*.txt`, at any depth; names starting
     with "." (tunesmith's markers, temporary files) are skipped. Pickle weights are never loaded, so
-    they are not part of it. Works on a whole checkpoint or on one component (`folder / "vae"`).
+    they are not part of it. Works on a whole base model or on one component (`folder / "vae"`).
 
     `cache`, if given, is a JSON file (written atomically, created if missing) mapping each
     file's absolute path to (size, mtime_ns, sha256); a file whose size and mtime_ns match is

@@ -39,7 +39,7 @@ RUN_FOLDER = re.compile(r"(?P<run>.+)-[0-9a-f]{10}")  # <run>-<the first 10 of i
 @dataclass(frozen=True)
 class RunPlan:
     run: RunConfig
-    checkpoint: Path  # base model folder
+    base_model: Path  # base model folder
     run_dir: Path
     key: str
     base_fingerprint: str
@@ -69,23 +69,23 @@ class RunPlan:
 
 def plan(
     run: RunConfig,
-    checkpoint: Path,
+    base_model: Path,
     encoded: pd.DataFrame,
     out: Path,
     placement: Placement,
     fingerprint_cache: Path,
 ) -> RunPlan:
     family = families.get(run.family)
-    mine = encoded["model"] == checkpoint.name
+    mine = encoded["model"] == base_model.name
     if "family" in encoded:  # the rows of the family that encodes this one's runs
         mine &= encoded["family"] == family.encoder
     if "run" in encoded:  # a family whose rows depend on the run names it; others leave it empty
         mine &= encoded["run"].isna() | (encoded["run"] == run.name)
     if not mine.any():
-        raise ValueError(f"run {run.name!r}: nothing was encoded for {checkpoint}")
+        raise ValueError(f"run {run.name!r}: nothing was encoded for {base_model}")
     items = encoded[mine].dropna(axis=1, how="all").sort_values("path")  # this family's columns
-    fingerprint = model_fingerprint(checkpoint, fingerprint_cache)
-    inputs = family.other_models(run, checkpoint, fingerprint_cache, items)  # ValueError: skip
+    fingerprint = model_fingerprint(base_model, fingerprint_cache)
+    inputs = family.other_models(run, base_model, fingerprint_cache, items)  # ValueError: skip
     # The step count and the demos do not change what is trained up to a step.
     without_steps = replace(run, train=replace(run.train, steps=0), demos=())
     key = content_key(
@@ -99,7 +99,7 @@ def plan(
         **({"inputs": inputs} if inputs else {}),
     )
     run_dir = out / "adapters" / f"{run.name}-{key[:10]}"
-    return RunPlan(run, checkpoint, run_dir, key, fingerprint, items)
+    return RunPlan(run, base_model, run_dir, key, fingerprint, items)
 
 
 def kept(plan: RunPlan) -> str:

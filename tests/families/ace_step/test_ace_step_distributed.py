@@ -57,7 +57,7 @@ def test_two_ranks_train_what_one_process_trains(ace_encoded, tmp_path):
     extras = {
         "run": two,
         "config_source": "tunesmith.toml",
-        "checkpoint": str(models / "tiny"),
+        "base_model": str(models / "tiny"),
         "items": json.loads(rows.to_json(orient="records")),
         "run_dir": str(tmp_path / "two"),
         "result_path": str(tmp_path / "two.json"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tunesmith.families.ace_step.model import audio_codes, check_checkpoint, load_pipeline
+from tunesmith.families.ace_step.model import audio_codes, check_base_model, load_pipeline
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def copy(tiny_ace_step: Path, tmp_path: Path) -> Path:
 
 
 def test_a_whole_folder_passes_and_offers_codes(tiny_ace_step):
-    report = check_checkpoint(tiny_ace_step)
+    report = check_base_model(tiny_ace_step)
     assert report.codes and report.codes_message == ""
 
 
@@ -31,7 +31,7 @@ def test_a_folder_that_is_not_ace_step_names_everything_missing(tmp_path, copy):
     (other / "vae").mkdir(parents=True)
     (other / "model_index.json").write_text(json.dumps({"_class_name": "StableAudio3Pipeline"}))
     with pytest.raises(ValueError) as caught:
-        check_checkpoint(other)
+        check_base_model(other)
     message = str(caught.value)
     assert "not a usable ACE-Step 1.5 checkpoint" in message
     assert "describes 'StableAudio3Pipeline', not 'AceStepPipeline'" in message
@@ -59,7 +59,7 @@ def test_the_original_layout_is_refused_with_the_conversion(tmp_path):
     (original / "acestep-v15-turbo" / "model.safetensors").write_bytes(b"")
     (original / "Qwen3-Embedding-0.6B").mkdir()
     with pytest.raises(ValueError, match="convert_ace_step_to_diffusers.py"):
-        check_checkpoint(original)
+        check_base_model(original)
 
 
 @pytest.mark.parametrize("index_entries", ["kept", "removed"])
@@ -71,7 +71,7 @@ def test_without_the_audio_tokenizer_dit_training_still_loads(copy, index_entrie
             del index[name]
         (copy / "model_index.json").write_text(json.dumps(index))
 
-    report = check_checkpoint(copy)
+    report = check_base_model(copy)
     assert not report.codes
     assert "audio codes are skipped (DiT training still runs)" in report.codes_message
     assert "audio_tokenizer/ is missing" in report.codes_message
@@ -100,7 +100,7 @@ def test_a_model_index_as_diffusers_converter_writes_it_loads(copy):
         index[name] = ["diffusers", index[name][1]]
     index["tokenizer"] = ["transformers", "Qwen2TokenizerFast"]
     (copy / "model_index.json").write_text(json.dumps(index))
-    assert check_checkpoint(copy).codes
+    assert check_base_model(copy).codes
     pipe = load_pipeline(copy)
     assert type(pipe.condition_encoder).__name__ == "AceStepConditionEncoder"
     assert pipe.audio_tokenizer is not None

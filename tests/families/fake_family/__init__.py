@@ -82,7 +82,7 @@ class Levels(ItemEncoder):
 
     def row(self, unit, value, run, prepared, texts) -> dict:
         return {
-            "model": self.checkpoint.name,
+            "model": self.base_model.name,
             "path": unit.item["path"],
             "entry": unit.key,
             "level": float(value["level"]),

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import save_file
 
 from tunesmith.families.sdxl.model import (
-    check_checkpoint,
+    check_base_model,
     encode_captions,
     encode_images,
     encoder_details,
@@ -97,7 +97,7 @@ def test_making_twice_writes_nothing_and_a_foreign_folder_is_refused(tiny_sdxl, 
 
 def test_a_stable_audio_folder_is_not_sdxl_and_the_error_says_what_is_missing(tiny_sa3):
     with pytest.raises(ValueError) as error:
-        check_checkpoint(tiny_sa3)
+        check_base_model(tiny_sa3)
     message = str(error.value)
     assert f"{tiny_sa3} is not a usable SDXL checkpoint" in message
     assert "describes 'StableAudio3Pipeline', not 'StableDiffusionXLPipeline'" in message
@@ -111,11 +111,11 @@ def test_a_single_file_checkpoint_is_refused_with_how_to_convert_it(tmp_path, na
     path = tmp_path / name
     save_file({"x": torch.zeros(1)}, path)
     with pytest.raises(ValueError, match="single-file SDXL checkpoint") as error:
-        check_checkpoint(path)
+        check_base_model(path)
     assert f"from_single_file({str(path)!r})" in str(error.value)
     assert ("pickles" in str(error.value)) == name.endswith(".ckpt")
     with pytest.raises(ValueError, match=f"holds no model_index.json but {name}"):
-        check_checkpoint(tmp_path)  # the folder the file is in
+        check_base_model(tmp_path)  # the folder the file is in
 
 
 def test_pickle_weights_are_refused(tiny_sdxl, tmp_path):
@@ -123,7 +123,7 @@ def test_pickle_weights_are_refused(tiny_sdxl, tmp_path):
     weights = copy / "unet" / "diffusion_pytorch_model.safetensors"
     weights.rename(weights.with_suffix(".bin"))
     with pytest.raises(ValueError, match=r"unet/ has only pickle weights \(diffusion_pytorch"):
-        check_checkpoint(copy)
+        check_base_model(copy)
 
 
 def test_captions_are_encoded_as_the_pipeline_encodes_them(sdxl):

@@ -1,6 +1,6 @@
 """The `ace-step` family: ACE-Step 1.5 as diffusers ships it, trained as HOT-Step and Side-Step do.
 
-model.py     the checkpoint folder: parts, check (audio codes optional), load; audio -> 48 kHz
+model.py     the base model folder: parts, check (audio codes optional), load; audio -> 48 kHz
              stereo -> Oobleck latents (25 Hz) -> FSQ codes (5 Hz); texts -> hidden states;
              what the DiT reads; one item's files (safetensors + JSON sidecar)
 tiny.py      a tiny ACE-Step 1.5 with the real classes, in the published layout
@@ -56,9 +56,9 @@ class AceStep(Family):
     )
 
     def check_base_model(self, folder: Path) -> None:
-        from tunesmith.families.ace_step.checkpoint import check_checkpoint
+        from tunesmith.families.ace_step.base_model import check_base_model
 
-        check_checkpoint(folder)
+        check_base_model(folder)
 
     def encode(self, request):
         from tunesmith.encoding import encode

@@ -30,7 +30,7 @@ from pathlib import Path
 from tunesmith.dataset import settings as dataset_settings
 from tunesmith.dataset import side_step, sidecars
 from tunesmith.families.ace_step import text
-from tunesmith.families.ace_step.checkpoint import LATENT_RATE
+from tunesmith.families.ace_step.base_model import LATENT_RATE
 
 
 class ItemError(ValueError):

@@ -49,7 +49,7 @@ class Crop:
 
 
 def context(silence: torch.Tensor, start: int, length: int) -> torch.Tensor:
-    """The DiT's context for frames [start, start + length) of a song: the checkpoint's silence
+    """The DiT's context for frames [start, start + length) of a song: the base model's silence
     latent as source (tiled past its end, as `encode.context_latents`) beside a chunk mask of
     ones (generate everywhere), [1, length, 2C]."""
     if start + length > silence.shape[1]:  # past the buffer's 600 s: tiled

@@ -4,7 +4,7 @@ The item encoder of the one loop (`tunesmith.encoding`).
 Two kinds of store entries, each keyed by everything that determines its bytes:
 
     item   item.safetensors   latents [T, C] float32 (25 Hz, frames first) and, where the
-                              checkpoint has its audio tokenizer, audio_codes [ceil(T/5)] int64
+                              base model has its audio tokenizer, audio_codes [ceil(T/5)] int64
            item.json          the layout `model.read_item` reads (shape, rate, code count)
            value.json         frames, seconds, warnings (a file cut at 600 s)
            key: the file's content hash, the VAE's and the audio tokenizer's fingerprints
@@ -42,14 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 from tunesmith.encoding import BatchEncoder, ItemEncoder, Unit, Writer
 from tunesmith.families.ace_step import captions
-from tunesmith.families.ace_step.checkpoint import (
+from tunesmith.families.ace_step.base_model import (
     CHUNK_SECONDS,
     FAMILY,
     FORMAT,
     LATENT_RATE,
     OVERLAP_SECONDS,
     SAMPLE_RATE,
-    check_checkpoint,
+    check_base_model,
 )
 from tunesmith.media import audio as media_audio
 from tunesmith.media.sniff import ensure_unchanged
@@ -119,22 +119,22 @@ class Songs(ItemEncoder):
     text_encoder = Strings()
     max_items = 1  # one at a time: the posterior's draw is the file's own
 
-    def __init__(self, checkpoint: Path, request) -> None:
-        super().__init__(checkpoint, request)
-        report = check_checkpoint(self.checkpoint)
+    def __init__(self, base_model: Path, request) -> None:
+        super().__init__(base_model, request)
+        report = check_base_model(self.base_model)
         self.codes = report.codes
         if not report.codes:
             self.notes.append(report.codes_message)  # once per base model
         cache = request.fingerprint_cache
-        self.vae_fp = model_fingerprint(self.checkpoint / "vae", cache)
+        self.vae_fp = model_fingerprint(self.base_model / "vae", cache)
         self.tokenizer_fp = (
-            model_fingerprint(self.checkpoint / "audio_tokenizer", cache) if self.codes else None
+            model_fingerprint(self.base_model / "audio_tokenizer", cache) if self.codes else None
         )
         self.text_fp = content_key(
-            text_encoder=model_fingerprint(self.checkpoint / "text_encoder", cache),
-            tokenizer=model_fingerprint(self.checkpoint / "tokenizer", cache),
+            text_encoder=model_fingerprint(self.base_model / "text_encoder", cache),
+            tokenizer=model_fingerprint(self.base_model / "tokenizer", cache),
         )
-        self.target = request.out / "encoded" / f"{self.checkpoint.name}-{self.vae_fp[:8]}"
+        self.target = request.out / "encoded" / f"{self.base_model.name}-{self.vae_fp[:8]}"
         self.stated = captions.dataset_genre_ratio(self.folder)
 
     def load(self, device: str):
@@ -144,7 +144,7 @@ class Songs(ItemEncoder):
 
         from tunesmith.families.ace_step import model
 
-        return model.load_pipeline(self.checkpoint, torch.float32, device)
+        return model.load_pipeline(self.base_model, torch.float32, device)
 
     def key(self, item: dict, setting: Hashable) -> str:
         return content_key(
@@ -230,7 +230,7 @@ class Songs(ItemEncoder):
         caption_key, lyrics_key = texts["caption"], texts["lyrics"]
         t, store = prepared, self.store
         return {
-            "model": self.checkpoint.name,
+            "model": self.base_model.name,
             "run": run.name,
             "path": unit.item["path"],
             "entry": unit.key,

@@ -1,7 +1,7 @@
 """The `ace-step` family's model: ACE-Step 1.5 as diffusers ships it (`AceStepPipeline`), loaded,
 and what encodes with it.
 
-A checkpoint is a folder in the diffusers layout, the one `AceStepPipeline.save_pretrained` and
+A base model is a folder in the diffusers layout, the one `AceStepPipeline.save_pretrained` and
 diffusers' `scripts/convert_ace_step_to_diffusers.py` write:
 
     model_index.json          which class each component folder holds
@@ -17,7 +17,7 @@ diffusers' `scripts/convert_ace_step_to_diffusers.py` write:
     audio_token_detokenizer/  AceStepAudioTokenDetokenizer  5 Hz codes -> 25 Hz latents
 
 The last two are optional for the pipeline (text-to-music does not use them) and for DiT
-training: a folder without them loads, trains and renders, and `check_checkpoint` says that
+training: a folder without them loads, trains and renders, and `check_base_model` says that
 audio codes are skipped. Everything else is required; a folder that lacks any of it is refused
 with every missing part named. Only `.safetensors` weights are ever loaded.
 
@@ -32,8 +32,8 @@ Encoding: pure functions over a loaded `AceStepPipeline` (no store, no Dagster):
   and Side-Step's tiled encode). The latent is then drawn from the posterior, once, over the
   whole file, with a seeded generator (ACE-Step 1.5 and Side-Step call
   `latent_dist.sample()`; `posterior="mean"` keeps the mean instead).
-- `audio_codes`: the 5 Hz FSQ codes of latents from the checkpoint's own
-  `AceStepAudioTokenizer`, padded with the checkpoint's silence latent to whole 5-frame
+- `audio_codes`: the 5 Hz FSQ codes of latents from the base model's own
+  `AceStepAudioTokenizer`, padded with the base model's silence latent to whole 5-frame
   windows, as the pipeline's cover path tokenizes; `codes_text` writes them as the
   `<|audio_code_N|>` tokens the pipeline's `audio_codes` argument and the planner LM read.
 - `encode_caption` / `encode_lyrics`: the text encoder's last hidden states of the caption
@@ -43,7 +43,7 @@ Encoding: pure functions over a loaded `AceStepPipeline` (no store, no Dagster):
   from those as the pipeline's text-to-music call builds them.
 - `write_item` / `write_text`: one item's (or text's) safetensors and JSON sidecar, atomically.
 
-Not handled: the original ACE-Step 1.5 checkpoint layout (`acestep-v15-*/model.safetensors`,
+Not handled: the original ACE-Step 1.5 base model layout (`acestep-v15-*/model.safetensors`,
 `vae/`, `Qwen3-Embedding-0.6B/`): it is refused with the diffusers command that converts it;
 reference audio for the timbre encoder (text-to-music uses the silence latent); more than one
 FSQ quantizer (the release has one).
@@ -68,7 +68,7 @@ from tunesmith.store.atomic import atomic_write_bytes, atomic_write_json
 if TYPE_CHECKING:
     from diffusers import AceStepPipeline
 
-from tunesmith.families.ace_step.checkpoint import (  # noqa: F401 (model's names)
+from tunesmith.families.ace_step.base_model import (  # noqa: F401 (model's names)
     AUDIO_CHANNELS,
     CHUNK_SECONDS,
     CODE_PARTS,
@@ -81,7 +81,7 @@ from tunesmith.families.ace_step.checkpoint import (  # noqa: F401 (model's name
     REQUIRED_PARTS,
     SAMPLE_RATE,
     CheckpointReport,
-    check_checkpoint,
+    check_base_model,
 )
 
 MAX_CAPTION_TOKENS = 256  # the pipeline's max_text_length and ACE-Step's caption length
@@ -98,11 +98,11 @@ def load_pipeline(
 
     Every component is cast to `dtype`, and the pipeline is moved to `device`. Where the audio
     tokenizer or detokenizer is missing, both are left None (`pipe.audio_tokenizer is None`);
-    `check_checkpoint` says why.
+    `check_base_model` says why.
     """
     from diffusers import AceStepPipeline  # imported here: diffusers takes seconds
 
-    report = check_checkpoint(folder)
+    report = check_base_model(folder)
     # An incomplete optional part must not be loaded at all: passing None overrides whatever
     # model_index.json declares for it.
     skip = {} if report.codes else {part.name: None for part in CODE_PARTS}
@@ -120,7 +120,7 @@ def hop_length(vae) -> int:
 
 
 def silence_latent(pipe) -> torch.Tensor:
-    """The checkpoint's encoded silence [1, T, C]: what the pipeline and the audio tokenizer pad
+    """The base model's encoded silence [1, T, C]: what the pipeline and the audio tokenizer pad
     with, and the DiT's context where no source audio is given."""
     return pipe.condition_encoder.silence_latent
 
@@ -192,14 +192,14 @@ def _tiling(vae, chunk: int, overlap: int):
 
 @torch.no_grad()
 def audio_codes(pipe, latents: torch.Tensor) -> torch.Tensor:
-    """The FSQ codes [ceil(T / 5)] (int64) of latents [T, C] from the checkpoint's tokenizer.
+    """The FSQ codes [ceil(T / 5)] (int64) of latents [T, C] from the base model's tokenizer.
 
     The tokenizer pools windows of `pool_window_size` (5) frames; the last window is filled
-    with the checkpoint's silence latent, as the pipeline's cover path does.
+    with the base model's silence latent, as the pipeline's cover path does.
     """
     tokenizer = pipe.audio_tokenizer
     if tokenizer is None:
-        raise ValueError("this checkpoint has no audio_tokenizer/; audio codes are skipped")
+        raise ValueError("this base model has no audio_tokenizer/; audio codes are skipped")
     if int(tokenizer.config.fsq_input_num_quantizers) != 1:
         raise ValueError("the audio tokenizer has several FSQ quantizers; tunesmith reads one")
     dtype, device = tokenizer.dtype, tokenizer.device

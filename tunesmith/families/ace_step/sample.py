@@ -47,8 +47,8 @@ def render_demo(pipe, demo) -> np.ndarray:
 class Renderer:
     kind, sample_rate = "audio", SAMPLE_RATE
 
-    def __init__(self, checkpoint: Path, placement, adapter: Path | None = None) -> None:
-        self.pipe = load_pipeline(checkpoint, DTYPES[placement.dtype], placement.device)
+    def __init__(self, base_model: Path, placement, adapter: Path | None = None) -> None:
+        self.pipe = load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
         self.adapter, self.lokr = adapter, False
         if adapter is None:
             return

@@ -1,6 +1,6 @@
 """A tiny ACE-Step 1.5 with the real architecture, made from code (nothing is downloaded).
 
-`make_tiny_ace_step` builds every component of an ACE-Step 1.5 diffusers checkpoint with the
+`make_tiny_ace_step` builds every component of an ACE-Step 1.5 diffusers base model with the
 real `diffusers`/`transformers` classes at tiny sizes and a fixed seed, and saves it in the
 published folder layout (see `model.py`), so `AceStepPipeline.from_pretrained(folder)` and
 `tunesmith.families.ace_step.load_pipeline` load it as they load a converted release.
@@ -16,7 +16,7 @@ the audio tokenizer's attention pooler over 5-frame windows and its residual FSQ
 depths, the FSQ codebook size (200 codes, real 64000), the vocabulary, and the weights, which
 are random. Each config value carries the release's beside it (acestep-v15 turbo / base).
 
-Three things are set the way a trained checkpoint has them rather than as a fresh model
+Three things are set the way a trained model has them rather than as a fresh model
 starts. A fresh Oobleck encoder shrinks its input layer after layer, so every clip encodes to
 nearly the same latent, and every latent to nearly the same FSQ code: the encoder's last conv
 is rescaled so latents come out about zero-mean and unit-variance (`_standardize_latents`),
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from tunesmith.families.ace_step.model import SAMPLE_RATE, check_checkpoint
+from tunesmith.families.ace_step.model import SAMPLE_RATE, check_base_model
 from tunesmith.families.base_model import quiet_loading
 from tunesmith.families.tiny import write_tiny
 
@@ -135,14 +135,14 @@ _CORPUS = (
 
 
 def make_tiny_ace_step(folder: Path, seed: int = 0) -> Path:
-    """Write a tiny ACE-Step 1.5 checkpoint to `folder`; returns `folder` (see `write_tiny`:
+    """Write a tiny ACE-Step 1.5 base model to `folder`; returns `folder` (see `write_tiny`:
     idempotent, atomic, and a folder it did not make is refused)."""
     return write_tiny(
         Path(folder),
         _config_hash(seed),
         lambda: build_tiny_ace_step(seed),
         lambda pipe: _marker(pipe, seed, _config_hash(seed)),
-        check_checkpoint,
+        check_base_model,
     )
 
 

@@ -1,7 +1,7 @@
 """The `ace-step-planner` family: ACE-Step 1.5's planner LM ("5 Hz LM"), adapters trained on a
 dataset's audio codes as HOT-Step and Side-Step train it.
 
-A run names the ACE-Step checkpoint as its `base_model` (its audio codes, its detokenizer and
+A run names the ACE-Step base model as its `base_model` (its audio codes, its detokenizer and
 VAE for the auditions) and the planner folder as `adapter.planner`; its items are the
 `ace-step` family's encoded rows (`encoded_by`).
 
@@ -43,7 +43,7 @@ class AceStepPlanner(Family):
     config = ConfigSections(
         settings.PlannerAdapter,
         settings.PlannerTrain,
-        AceStepDemo,  # its plans are heard through the checkpoint, as the DiT's demos are
+        AceStepDemo,  # its plans are heard through the base model, as the DiT's demos are
         check=settings.problems,
         fill=settings.fill,
         moved=settings.moved,

@@ -4,7 +4,7 @@ For a demo (caption, lyrics, duration, seed) the planner writes its plan twice f
 sampling seed, with the adapter off and on: the prompt of data.py, then sampling as ACE-Step
 1.5 samples its planner. The answer is read back as ACE-Step's `parse_lm_output` reads it (the
 `<think>` YAML as metas, every `<|audio_code_N|>` token as a code), and the codes are decoded
-the way HOT-Step's `/codes-decode` hears them: the checkpoint's own FSQ codebook
+the way HOT-Step's `/codes-decode` hears them: the base model's own FSQ codebook
 (`audio_tokenizer.quantizer.get_output_from_indices`), its `AceStepAudioTokenDetokenizer` (5 Hz
 codes to 25 Hz latents) and its VAE, with no DiT. `render_codes` renders the same codes
 through the DiT instead (`AceStepPipeline(audio_codes=...)`, which diffusers 0.42.1 treats as
@@ -126,11 +126,11 @@ def read_answer(token_ids: list[int], tokenizer, vocab: PlannerVocab) -> Plan:
 
 @torch.no_grad()
 def codes_to_latents(pipe, codes: list[int]) -> torch.Tensor:
-    """25 Hz latents [1, 5 * len(codes), C] of 5 Hz codes: the checkpoint's FSQ codebook, then
+    """25 Hz latents [1, 5 * len(codes), C] of 5 Hz codes: the base model's FSQ codebook, then
     its detokenizer (what `AceStepPipeline.prepare_src_latents` does with `audio_codes`)."""
     tokenizer, detokenizer = pipe.audio_tokenizer, pipe.audio_token_detokenizer
     if tokenizer is None or detokenizer is None:
-        raise ValueError("the checkpoint has no audio_tokenizer/ or audio_token_detokenizer/")
+        raise ValueError("the base model has no audio_tokenizer/ or audio_token_detokenizer/")
     size = tokenizer.quantizer.codebook_size
     if not codes or not all(0 <= c < size for c in codes):
         raise ValueError(f"expected codes from 0 to {size - 1}, got {len(codes)} codes")

@@ -7,7 +7,7 @@ average of the token cross-entropy; the clip, optimizer and schedule are the DiT
 uses one training loop for both). The epochs become the loop's steps as the DiT's do
 (`tunesmith.families.ace_step.config`): `epochs x ceil(items / accumulation)` optimizer steps.
 
-The run names the ACE-Step checkpoint as its `base_model`: the planner learns that checkpoint's
+The run names the ACE-Step base model as its `base_model`: the planner learns that base model's
 audio codes, and its items are the `ace-step` family's encoded rows, so the settings that make
 an item's texts (`tag_position`, `genre_ratio`, `unreadable_lyrics`) are the DiT's too.
 

@@ -20,7 +20,7 @@ from tunesmith.store.fingerprints import model_fingerprint
 def resolve_planner(run, base_model: Path) -> Path:
     """The run's planner folder: absolute as given; relative, beside the base model folder
     (`<models>/<planner>`), else inside it (the published ACE-Step 1.5 repository keeps
-    `acestep-5Hz-lm-*` in its checkpoint folder). ValueError naming both places when neither
+    `acestep-5Hz-lm-*` in its base model folder). ValueError naming both places when neither
     holds it."""
     given = Path(str(run.adapter.planner)).expanduser()
     if given.is_absolute():

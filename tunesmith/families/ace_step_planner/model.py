@@ -195,7 +195,7 @@ def check_codes(
         problems.append(
             f"{item}: audio code {values[bad]} at position {bad} is outside the planner's "
             f"vocabulary (<|audio_code_0|> .. <|audio_code_{vocab.codebook_size - 1}|>); "
-            "were the codes made with another checkpoint's audio tokenizer?"
+            "were the codes made with another base model's audio tokenizer?"
         )
     return good, problems
 

@@ -2,7 +2,7 @@
 
 Each demo is planned from its seed with the adapter off (strength 0: PEFT's
 `disable_adapter`, the base layers alone) and on (the trained LoRA at the demo's strength),
-and the plan's codes are heard without the DiT: the checkpoint's FSQ codebook, its
+and the plan's codes are heard without the DiT: the base model's FSQ codebook, its
 detokenizer and its VAE. `details()` gives what the audition page shows beside the audio:
 the code count, the seconds they last and the `<think>` metas. A plan without codes is
 rendered as 0.2 s of silence (a render must have samples; the details say 0 codes).

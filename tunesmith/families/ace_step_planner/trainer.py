@@ -5,7 +5,7 @@ stage wrote beside each item's latents: per item, ACE-Step's planner prompt (cap
 lyrics) and the answer it should write (`<think>` metas, one code token per 0.2 s,
 `<|im_end|>`), the prompt masked (`data.py`); in the epochs `train.caption_dropout` draws for
 it, the same with the trigger alone as its caption (`window_examples`). Items without codes
-(a checkpoint without its audio tokenizer) or with codes outside the planner's codebook are
+(a base model without its audio tokenizer) or with codes outside the planner's codebook are
 left out, each named once in the run's start line.
 
 Per step (one optimizer update): the next window of the epoch order (`accumulation` items,

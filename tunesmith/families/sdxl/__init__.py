@@ -41,9 +41,9 @@ class Sdxl(Family):
     )
 
     def check_base_model(self, folder: Path) -> None:
-        from tunesmith.families.sdxl.checkpoint import check_checkpoint
+        from tunesmith.families.sdxl.base_model import check_base_model
 
-        check_checkpoint(folder)
+        check_base_model(folder)
 
     def encode(self, request):
         from tunesmith.encoding import encode

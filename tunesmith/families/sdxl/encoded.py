@@ -48,7 +48,7 @@ import numpy as np
 
 from tunesmith.backends.placement import Placement
 from tunesmith.encoding import BatchEncoder, ItemEncoder, Unit, Writer
-from tunesmith.families.sdxl.checkpoint import FAMILY, check_checkpoint, encoder_details
+from tunesmith.families.sdxl.base_model import FAMILY, check_base_model, encoder_details
 from tunesmith.media import images
 from tunesmith.media.sniff import ensure_unchanged
 from tunesmith.store import Store, canonical_json, content_key
@@ -117,13 +117,13 @@ class Pictures(ItemEncoder):
     texts_counted = "captions"
     text_encoder = Captions()
 
-    def __init__(self, checkpoint: Path, request) -> None:
-        super().__init__(checkpoint, request)
-        check_checkpoint(self.checkpoint)
+    def __init__(self, base_model: Path, request) -> None:
+        super().__init__(base_model, request)
+        check_base_model(self.base_model)
         cache = request.fingerprint_cache
-        self.vae_fp = model_fingerprint(self.checkpoint / "vae", cache)
-        self.text_fp = text_fingerprint(self.checkpoint, cache)
-        self.vae_config = _read_vae_config(self.checkpoint)
+        self.vae_fp = model_fingerprint(self.base_model / "vae", cache)
+        self.text_fp = text_fingerprint(self.base_model, cache)
+        self.vae_config = _read_vae_config(self.base_model)
 
     def load(self, device: str):
         """The pipeline without its UNet. Encoders run in float32 whatever the placement's
@@ -132,7 +132,7 @@ class Pictures(ItemEncoder):
 
         from tunesmith.families.sdxl import model
 
-        return model.load_pipeline(self.checkpoint, torch.float32, device, skip=("unet",))
+        return model.load_pipeline(self.base_model, torch.float32, device, skip=("unet",))
 
     @staticmethod
     def setting(run) -> int:
@@ -174,7 +174,7 @@ class Pictures(ItemEncoder):
         height, width = value["original_size"]
         top, left = value["crop_top_left"]
         return {
-            "model": self.checkpoint.name,
+            "model": self.base_model.name,
             "run": run.name,
             "path": unit.item["path"],
             "entry": unit.key,  # the store key of the posterior
@@ -191,7 +191,7 @@ class Pictures(ItemEncoder):
 
     def finish(self, store: Store, out: Path, units: list[tuple[Unit, Any]]) -> tuple[list, str]:
         """details.json per size the runs use (see the module's docstring)."""
-        folder = out / "encoded" / f"{self.checkpoint.name}-{self.vae_fp[:8]}"
+        folder = out / "encoded" / f"{self.base_model.name}-{self.vae_fp[:8]}"
         sizes = sorted({unit.setting for unit, _ in units})
         written = []
         for size in sizes:
@@ -263,17 +263,17 @@ def picture_key(sha256: str, vae_fp: str, size: int, placement: Placement) -> st
     )
 
 
-def text_fingerprint(checkpoint: Path, cache: Path | None) -> str:
+def text_fingerprint(base_model: Path, cache: Path | None) -> str:
     """Both text encoders' weights and configs, and every file of both tokenizers.
 
     The tokenizers are hashed whole here: model_fingerprint skips `.txt`, and a slow CLIP
     tokenizer keeps its BPE merges in `merges.txt`.
     """
     return content_key(
-        text_encoder=model_fingerprint(checkpoint / "text_encoder", cache),
-        text_encoder_2=model_fingerprint(checkpoint / "text_encoder_2", cache),
-        tokenizer=_files_hash(checkpoint / "tokenizer"),
-        tokenizer_2=_files_hash(checkpoint / "tokenizer_2"),
+        text_encoder=model_fingerprint(base_model / "text_encoder", cache),
+        text_encoder_2=model_fingerprint(base_model / "text_encoder_2", cache),
+        tokenizer=_files_hash(base_model / "tokenizer"),
+        tokenizer_2=_files_hash(base_model / "tokenizer_2"),
     )
 
 
@@ -314,5 +314,5 @@ def load_caption(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
     return tensors["prompt_embeds"], tensors["pooled"]
 
 
-def _read_vae_config(checkpoint: Path) -> dict:
-    return json.loads((checkpoint / "vae" / "config.json").read_text(encoding="utf-8"))
+def _read_vae_config(base_model: Path) -> dict:
+    return json.loads((base_model / "vae" / "config.json").read_text(encoding="utf-8"))

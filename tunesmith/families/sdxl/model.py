@@ -1,6 +1,6 @@
 """The `sdxl` family: Stable Diffusion XL as `diffusers` ships it (`StableDiffusionXLPipeline`).
 
-A checkpoint is a folder in the diffusers layout, the one stabilityai/stable-diffusion-xl-base-1.0
+A base model is a folder in the diffusers layout, the one stabilityai/stable-diffusion-xl-base-1.0
 publishes and `StableDiffusionXLPipeline.save_pretrained` writes (a fine-tune saved so trains too):
 
     model_index.json     which class each component folder holds
@@ -12,7 +12,7 @@ publishes and `StableDiffusionXLPipeline.save_pretrained` writes (a fine-tune sa
     tokenizer_2/         CLIPTokenizer                 tokenizer_config.json + vocab files
     scheduler/           EulerDiscreteScheduler (or another of diffusers' SDXL schedulers)
 
-A user's real checkpoint and the tiny one `tunesmith.families.sdxl.tiny` makes go through the
+A user's real base model and the tiny one `tunesmith.families.sdxl.tiny` makes go through the
 same `load_pipeline`. Only `.safetensors` weights are ever loaded.
 
 Not handled: single-file checkpoints (one `.safetensors` holding UNet, VAE and both text
@@ -33,13 +33,13 @@ from tunesmith.families.base_model import quiet_loading
 if TYPE_CHECKING:
     from diffusers import StableDiffusionXLPipeline
 
-from tunesmith.families.sdxl.checkpoint import (  # noqa: F401 (model's names)
+from tunesmith.families.sdxl.base_model import (  # noqa: F401 (model's names)
     FAMILY,
     PIPELINE_CLASS,
     REQUIRED_PARTS,
     SCHEDULERS,
     SINGLE_FILE_SUFFIXES,
-    check_checkpoint,
+    check_base_model,
     encoder_details,
 )
 
@@ -59,7 +59,7 @@ def load_pipeline(
     from diffusers import StableDiffusionXLPipeline  # imported here: diffusers takes seconds
 
     folder = Path(folder)
-    check_checkpoint(folder)
+    check_base_model(folder)
     with quiet_loading():
         pipe = StableDiffusionXLPipeline.from_pretrained(
             folder,

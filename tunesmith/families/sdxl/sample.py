@@ -43,9 +43,9 @@ class Renderer:
     kind = "image"
 
     def __init__(
-        self, checkpoint: Path, placement: Placement, size: int, adapter: Path | None = None
+        self, base_model: Path, placement: Placement, size: int, adapter: Path | None = None
     ):
-        self.pipe = load_pipeline(checkpoint, DTYPES[placement.dtype], placement.device)
+        self.pipe = load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
         self.size, self.adapter = size, adapter
         if adapter is not None:
             from diffusers.utils import logging as diffusers_logging

@@ -1,6 +1,6 @@
 """A tiny SDXL with the real architecture, made from code (nothing is downloaded).
 
-`make_tiny_sdxl` builds every component of a Stable Diffusion XL checkpoint with the real
+`make_tiny_sdxl` builds every component of a Stable Diffusion XL base model with the real
 `diffusers`/`transformers` classes at tiny sizes and a fixed seed, and saves it in the
 published diffusers folder layout (`model_index.json`, `unet/`, `vae/`, `text_encoder/`,
 `text_encoder_2/`, `tokenizer/`, `tokenizer_2/`, `scheduler/`), so that
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from tunesmith.families.sdxl.model import check_checkpoint
+from tunesmith.families.sdxl.model import check_base_model
 from tunesmith.families.tiny import write_tiny
 
 FORMAT = 1  # bump when the builder changes what it writes for the same config and seed
@@ -106,14 +106,14 @@ TINY_SDXL_CONFIG: dict[str, dict] = {
 
 
 def make_tiny_sdxl(folder: Path, seed: int = 0) -> Path:
-    """Write a tiny SDXL checkpoint to `folder`; returns `folder` (see `write_tiny`: idempotent,
+    """Write a tiny SDXL base model to `folder`; returns `folder` (see `write_tiny`: idempotent,
     atomic, and a folder it did not make is refused)."""
     return write_tiny(
         Path(folder),
         _config_hash(seed),
         lambda: build_tiny_sdxl(seed),
         lambda pipe: _marker(pipe, seed, _config_hash(seed)),
-        check_checkpoint,
+        check_base_model,
     )
 
 

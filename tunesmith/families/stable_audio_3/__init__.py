@@ -45,9 +45,9 @@ class StableAudio3(Family):
     )
 
     def check_base_model(self, folder: Path) -> None:
-        from tunesmith.families.stable_audio_3.checkpoint import check_checkpoint
+        from tunesmith.families.stable_audio_3.base_model import check_base_model
 
-        check_checkpoint(folder)
+        check_base_model(folder)
 
     def encode(self, request):
         from tunesmith.encoding import encode

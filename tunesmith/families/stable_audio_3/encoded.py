@@ -55,12 +55,12 @@ import numpy as np
 
 from tunesmith.backends import batches
 from tunesmith.encoding import BatchEncoder, ItemEncoder, Unit, Writer
-from tunesmith.families.stable_audio_3.checkpoint import (
+from tunesmith.families.stable_audio_3.base_model import (
     CHUNK_OVERLAP,
     CHUNK_SECONDS,
     FAMILY,
     SAMPLE_RATE,
-    check_checkpoint,
+    check_base_model,
 )
 from tunesmith.families.stable_audio_3.prompts import full_prompt, prompt_tags, sidecar_tags
 from tunesmith.media import audio as media_audio
@@ -127,21 +127,21 @@ class Clips(ItemEncoder):
     family, media, columns, places = FAMILY, "audio", COLUMNS, ("latents", "sidecar")
     text_encoder = Prompts()
 
-    def __init__(self, checkpoint: Path, request) -> None:
-        super().__init__(checkpoint, request)
-        check_checkpoint(self.checkpoint)
+    def __init__(self, base_model: Path, request) -> None:
+        super().__init__(base_model, request)
+        check_base_model(self.base_model)
         cache = request.fingerprint_cache
-        self.vae_fp = model_fingerprint(self.checkpoint / "vae", cache)
+        self.vae_fp = model_fingerprint(self.base_model / "vae", cache)
         self.text_fp = content_key(
-            encoder=model_fingerprint(self.checkpoint / "text_encoder", cache),
-            tokenizer=model_fingerprint(self.checkpoint / "tokenizer", cache),
+            encoder=model_fingerprint(self.base_model / "text_encoder", cache),
+            tokenizer=model_fingerprint(self.base_model / "tokenizer", cache),
         )
-        vae = self.checkpoint / "vae" / "config.json"
+        vae = self.base_model / "vae" / "config.json"
         self.config = json.loads(vae.read_text(encoding="utf-8"))
         self.ratio = vae_ratio(self.config)
         frames = max(1, int(CHUNK_SECONDS * self.config["sampling_rate"]) // self.ratio)
         self.chunk = frames * self.ratio  # samples of the longest clip encoded in one pass
-        self.target = request.out / "encoded" / f"{self.checkpoint.name}-{self.vae_fp[:8]}"
+        self.target = request.out / "encoded" / f"{self.base_model.name}-{self.vae_fp[:8]}"
 
     def load(self, device: str):
         """The pipeline; the encoders run in float32 whatever the placement's dtype (underfit
@@ -150,7 +150,7 @@ class Clips(ItemEncoder):
 
         from tunesmith.families.stable_audio_3 import model
 
-        return model.load_pipeline(self.checkpoint, torch.float32, device)
+        return model.load_pipeline(self.base_model, torch.float32, device)
 
     def key(self, item: dict, setting: Hashable) -> str:
         return _latents_key(item, self.vae_fp, self.placement)
@@ -219,7 +219,7 @@ class Clips(ItemEncoder):
         latents, sidecar = self._outputs(unit.item)
         pieces = _pieces(unit.item)
         return {
-            "model": self.checkpoint.name,
+            "model": self.base_model.name,
             "path": unit.item["path"],
             "entry": unit.key,  # the store key of the latents
             "latents": str(latents),

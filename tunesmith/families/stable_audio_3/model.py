@@ -1,6 +1,6 @@
 """The `stable-audio-3` family: Stable Audio 3 as `diffusers` ships it (`StableAudio3Pipeline`).
 
-A checkpoint is a folder in the diffusers layout, the one `StableAudio3Pipeline.save_pretrained`
+A base model is a folder in the diffusers layout, the one `StableAudio3Pipeline.save_pretrained`
 and diffusers' conversion script write:
 
     model_index.json          which class each component folder holds
@@ -11,7 +11,7 @@ and diffusers' conversion script write:
     duration_embedder/        StableAudio3DurationEmbedder  config.json + *.safetensors
     scheduler/                FlowMatchEulerDiscreteScheduler  scheduler_config.json
 
-A user's real checkpoint and the tiny one `tiny.py` makes go through the same `load_pipeline`.
+A user's real base model and the tiny one `tiny.py` makes go through the same `load_pipeline`.
 Only `.safetensors` weights are ever loaded; a component whose weights are pickles only (`.bin`,
 `.pt`, `.ckpt`, `.pth`) is refused, not converted.
 
@@ -33,7 +33,7 @@ from tunesmith.families.base_model import quiet_loading
 if TYPE_CHECKING:
     from diffusers import StableAudio3Pipeline
 
-from tunesmith.families.stable_audio_3.checkpoint import (  # noqa: F401 (model's names)
+from tunesmith.families.stable_audio_3.base_model import (  # noqa: F401 (model's names)
     AUDIO_CHANNELS,
     CHUNK_OVERLAP,
     CHUNK_SECONDS,
@@ -41,7 +41,7 @@ from tunesmith.families.stable_audio_3.checkpoint import (  # noqa: F401 (model'
     PIPELINE_CLASS,
     REQUIRED_PARTS,
     SAMPLE_RATE,
-    check_checkpoint,
+    check_base_model,
 )
 
 
@@ -56,7 +56,7 @@ def load_pipeline(
     from diffusers import StableAudio3Pipeline  # imported here: diffusers takes seconds
 
     folder = Path(folder)
-    check_checkpoint(folder)
+    check_base_model(folder)
     with quiet_loading():
         pipe = StableAudio3Pipeline.from_pretrained(
             folder, dtype=dtype, use_safetensors=True, local_files_only=True

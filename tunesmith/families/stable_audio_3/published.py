@@ -1,4 +1,4 @@
-"""Which published Stable Audio 3 checkpoint a base model folder holds, by underfit's model id.
+"""Which published Stable Audio 3 model a base model folder holds, by underfit's model id.
 
 An adapter file's `lora_config.base_model` is read by underfit's dashboard when the file seeds
 a run (`dashboard/server.py`, the seed upload handler; `dashboard/index.html`, the seed
@@ -92,7 +92,7 @@ UNDERFIT_MODEL_IDS = tuple(p.model_id for p in PUBLISHED)
 
 
 def underfit_model_id(folder: Path) -> str | None:
-    """underfit's id of the published checkpoint in `folder`, or None (see the module doc)."""
+    """underfit's id of the published model in `folder`, or None (see the module doc)."""
     folder = Path(folder)
     dit = _config(folder / "transformer" / "config.json")
     vae = _config(folder / "vae" / "config.json")

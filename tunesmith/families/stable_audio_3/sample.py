@@ -25,8 +25,8 @@ from tunesmith.train.config import DemoConfig
 class Renderer:
     kind, sample_rate = "audio", model.SAMPLE_RATE
 
-    def __init__(self, checkpoint: Path, placement: Placement, adapter: Path | None = None):
-        self.pipe = model.load_pipeline(checkpoint, DTYPES[placement.dtype], placement.device)
+    def __init__(self, base_model: Path, placement: Placement, adapter: Path | None = None):
+        self.pipe = model.load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
         self.modules = nn.ModuleDict(
             {"transformer": self.pipe.transformer, "duration_embedder": self.pipe.duration_embedder}
         )

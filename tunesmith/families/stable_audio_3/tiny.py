@@ -1,9 +1,9 @@
 """Tiny base models with the real architectures, made from code (nothing is downloaded).
 
-`make_tiny_stable_audio_3` builds every component of a Stable Audio 3 checkpoint with the real
+`make_tiny_stable_audio_3` builds every component of a Stable Audio 3 base model with the real
 `diffusers`/`transformers` classes at tiny sizes and a fixed seed, and saves it in the
 published diffusers folder layout, so `StableAudio3Pipeline.from_pretrained(folder)` (and
-`tunesmith.families.stable_audio_3.load_pipeline`) loads it like a user's checkpoint.
+`tunesmith.families.stable_audio_3.load_pipeline`) loads it like a user's base model.
 
 What is kept from the real model: every class and code path (differential attention, memory
 tokens, the inpaint `to_local_embed` projections, the SAME VAE's 256-sample patches and one
@@ -16,7 +16,7 @@ to zero (the VAE's attention and feed-forward outputs, the DiT's pre/post convs 
 projections, the prompt padding embedding), so a fresh VAE encodes every clip to nearly the same
 latent and decodes every latent to nearly the same audio. The builder redraws those parameters
 and sharpens the VAE's attention (`_wake_zero_inits`, `_sharpen_same_attention`), so that every
-path carries signal, as in a trained checkpoint: latents depend on the audio, audio on the
+path carries signal, as in a trained model: latents depend on the audio, audio on the
 latents, and an adapter on any layer changes the output.
 
 Not handled: the ACE-Step and SDXL tiny models (their own functions, later).
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from tunesmith.families.stable_audio_3.model import check_checkpoint
+from tunesmith.families.stable_audio_3.model import check_base_model
 from tunesmith.families.tiny import write_tiny
 
 FORMAT = 2  # bump when the builder changes what it writes for the same config and seed
@@ -81,7 +81,7 @@ TINY_SA3_CONFIG: dict[str, dict] = {
         max_position_embeddings=512,  # the pipeline pads prompts to 256 tokens
     ),
     "duration_embedder": dict(output_dim=COND_DIM, fourier_dim=32),  # real 768 / 256
-    # The base (non-distilled, rectified-flow) checkpoint's scheduler, the one training uses:
+    # The base (non-distilled, rectified-flow) base model's scheduler, the one training uses:
     # deterministic Euler. timesteps = sigmas * num_train_timesteps, so 1 keeps t in [0, 1]
     # as the DiT expects; shift 1 leaves the pipeline's log-SNR sigmas as they are.
     "scheduler": dict(num_train_timesteps=1, shift=1.0, stochastic_sampling=False),
@@ -101,13 +101,13 @@ SAME_QK_GAIN = 4.0  # see _sharpen_same_attention
 
 
 def make_tiny_stable_audio_3(folder: Path, seed: int = 0) -> Path:
-    """Write a tiny Stable Audio 3 checkpoint to `folder`; returns `folder` (see write_tiny)."""
+    """Write a tiny Stable Audio 3 base model to `folder`; returns `folder` (see write_tiny)."""
     return write_tiny(
         Path(folder),
         _config_hash(seed),
         lambda: build_tiny_stable_audio_3(seed),
         lambda pipe: _marker(pipe, seed, _config_hash(seed)),
-        check_checkpoint,
+        check_base_model,
     )
 
 

@@ -62,14 +62,14 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 class Objective:
     """The base model with adapters attached, and the loss underfit trains it with."""
 
-    def __init__(self, checkpoint: Path, run: RunConfig, placement: Placement) -> None:
+    def __init__(self, base_model: Path, run: RunConfig, placement: Placement) -> None:
         self.run, self.device = run, torch.device(placement.device)
-        self.pipe = model.load_pipeline(checkpoint, DTYPES[placement.dtype], placement.device)
+        self.pipe = model.load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
         self.pipe.transformer.eval()
-        # underfit's model id when this is a published checkpoint, else None (no key written).
-        self.underfit_model = published.underfit_model_id(checkpoint)
+        # underfit's model id when this is a published base model, else None (no key written).
+        self.underfit_model = published.underfit_model_id(base_model)
         self.scale = 1.0  # pre-encoded latents are unscaled; the SA3 pretransform scale is 1.0
-        self.shift = FullShift()  # what SA3 checkpoints ship (distribution_shift_options)
+        self.shift = FullShift()  # what SA3 base models ship (distribution_shift_options)
         # Adapter names are the pipeline's component names, so they map to underfit's.
         self.modules = nn.ModuleDict(
             {"transformer": self.pipe.transformer, "duration_embedder": self.pipe.duration_embedder}

@@ -22,7 +22,7 @@ conversion (`mlx/convert.py`). Attention runs in MLX's (B, heads, S, head_dim).
 Parameter names are diffusers' module names, except that MLX's `nn.Sequential` puts its
 children under `.layers.` and `RMSNorm` calls its scale `weight` (diffusers: `gamma`). The
 fixed frequency tables diffusers keeps as buffers (`rotary_pos_emb.inv_freq`, the embedder's
-`freqs`) are frozen parameters here, loaded from the checkpoint like every other tensor, so
+`freqs`) are frozen parameters here, loaded from the base model like every other tensor, so
 `trainable_parameters()` never holds them.
 
 Precision follows diffusers: RMS norms, RoPE and the Fourier features are computed in float32
@@ -119,10 +119,10 @@ class RotaryEmbedding(nn.Module):
     def __init__(self, dim: int, base: int = 10000):
         super().__init__()
         self.inv_freq = 1.0 / (base ** (mx.arange(0, dim, 2).astype(F32) / dim))
-        self.freeze()  # a fixed table (a buffer in diffusers), overwritten by the checkpoint's
+        self.freeze()  # a fixed table (a buffer in diffusers), overwritten by the base model's
 
     def __call__(self, seq_len: int) -> mx.array:
-        # In inv_freq's dtype, as diffusers: with a bfloat16 checkpoint the positions are
+        # In inv_freq's dtype, as diffusers: with a bfloat16 base model the positions are
         # bfloat16 too, exact only up to 256 (memory tokens included). Mirrored, not fixed.
         positions = mx.arange(seq_len).astype(self.inv_freq.dtype)
         freqs = mx.outer(positions, self.inv_freq)
@@ -388,7 +388,7 @@ class DurationEmbedder(nn.Module):
     """diffusers' `StableAudio3DurationEmbedder`: seconds [B] -> [B, output_dim].
 
     Clamp to [min_val, max_val], normalise to [0, 1], cos | sin of 2π·t·freqs (float32),
-    one Linear. `freqs` is frozen and comes from the checkpoint (a buffer in diffusers).
+    one Linear. `freqs` is frozen and comes from the base model (a buffer in diffusers).
     """
 
     def __init__(

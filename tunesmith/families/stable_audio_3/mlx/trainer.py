@@ -198,7 +198,7 @@ def _mx(tensor: torch.Tensor, dtype=mx.float32) -> mx.array:
 class MLXObjective:
     """The torch Objective's conventions with the DiT in MLX (see the module docstring)."""
 
-    def __init__(self, checkpoint: Path, run: RunConfig, placement: Placement) -> None:
+    def __init__(self, base_model: Path, run: RunConfig, placement: Placement) -> None:
         if placement.backend != "mlx":
             raise ValueError(f"MLXObjective needs an mlx placement, got {placement}")
         if placement.device != "cpu":
@@ -206,8 +206,8 @@ class MLXObjective:
         self.run, self.placement = run, placement
         self.dtype = MX_DTYPES[placement.dtype]
         # The torch pipeline (float32, CPU) for T5Gemma, the demos and the initial A.
-        self.pipe = model.load_pipeline(checkpoint, torch.float32, "cpu")
-        self.underfit_model = published.underfit_model_id(checkpoint)  # as the torch Objective
+        self.pipe = model.load_pipeline(base_model, torch.float32, "cpu")
+        self.underfit_model = published.underfit_model_id(base_model)  # as the torch Objective
         transformer, duration_embedder = mlx_convert.from_diffusers(
             self.pipe.transformer, self.pipe.duration_embedder
         )

@@ -38,6 +38,6 @@ REQUIRED_PARTS: tuple[Part, ...] = (
 )
 
 
-def check_checkpoint(folder: Path) -> None:
+def check_base_model(folder: Path) -> None:
     """Raise ValueError naming every missing or refused part, or return if the folder is whole."""
     check_folder(Path(folder), PIPELINE_CLASS, REQUIRED_PARTS, "Stable Audio 3")

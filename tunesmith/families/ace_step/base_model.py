@@ -49,7 +49,7 @@ CODE_PARTS: tuple[Part, ...] = (
     Part("audio_token_detokenizer", ("AceStepAudioTokenDetokenizer",), "config.json", weights=True),
 )
 
-# Signs of the original (non-diffusers) ACE-Step 1.5 checkpoint folder.
+# Signs of the original (non-diffusers) ACE-Step 1.5 base model folder.
 _ORIGINAL_LAYOUT = ("Qwen3-Embedding-0.6B", "silence_latent.pt")
 
 
@@ -62,7 +62,7 @@ class CheckpointReport:
     codes_message: str = ""  # why audio codes are skipped, when they are
 
 
-def check_checkpoint(folder: Path) -> CheckpointReport:
+def check_base_model(folder: Path) -> CheckpointReport:
     """Raise ValueError naming every missing required part; else report the optional ones.
 
     A folder whose audio tokenizer or detokenizer is missing or incomplete is accepted (DiT
@@ -80,7 +80,7 @@ def check_checkpoint(folder: Path) -> CheckpointReport:
         message = (
             f"{folder}: audio codes are skipped (DiT training still runs), because "
             + "; ".join(problems)
-            + ". Codes need the checkpoint's own audio_tokenizer/ and audio_token_detokenizer/."
+            + ". Codes need the base model's own audio_tokenizer/ and audio_token_detokenizer/."
         )
         return CheckpointReport(folder, codes=False, codes_message=message)
     return CheckpointReport(folder, codes=True)
@@ -95,7 +95,7 @@ def _conversion_hint(folder: Path) -> str:
     if not original:
         return ""
     return (
-        "\nThis looks like the original ACE-Step 1.5 checkpoint layout. Convert it once with "
+        "\nThis looks like the original ACE-Step 1.5 base model layout. Convert it once with "
         "diffusers' scripts/convert_ace_step_to_diffusers.py (--checkpoint_dir <this folder> "
         "--dit_config <variant> --output_dir <new folder>) and pass the new folder."
     )

@@ -62,7 +62,7 @@ REQUIRED_PARTS: tuple[Part, ...] = (
 SINGLE_FILE_SUFFIXES = (".safetensors", *PICKLE_SUFFIXES)
 
 
-def check_checkpoint(folder: Path) -> None:
+def check_base_model(folder: Path) -> None:
     """Raise ValueError naming every missing or refused part, or return if the folder is whole.
 
     A single-file checkpoint (a `.safetensors` file, or a folder holding one and no

@@ -20,7 +20,7 @@ from diffusers import (
 from safetensors.torch import save_file
 from transformers import AutoTokenizer, GemmaTokenizer, T5GemmaEncoderModel
 
-from tunesmith.families.stable_audio_3.model import REQUIRED_PARTS, check_checkpoint, load_pipeline
+from tunesmith.families.stable_audio_3.model import REQUIRED_PARTS, check_base_model, load_pipeline
 from tunesmith.families.stable_audio_3.tiny import (
     TINY_SA3_DOWNSAMPLING_RATIO,
     make_tiny_stable_audio_3,
@@ -103,7 +103,7 @@ def test_incomplete_tiny_model_is_rebuilt(tiny_sa3, tmp_path):
     folder = copy_of(tiny_sa3, tmp_path)
     shutil.rmtree(folder / "vae")
     make_tiny_stable_audio_3(folder, seed=0)
-    check_checkpoint(folder)
+    check_base_model(folder)
     assert model_fingerprint(folder) == model_fingerprint(tiny_sa3)
 
 
@@ -115,16 +115,16 @@ def test_make_refuses_to_replace_a_folder_it_did_not_make(tmp_path):
     assert (tmp_path / "mine" / "song.wav").read_bytes() == b"RIFF"
 
 
-# --- check_checkpoint -----------------------------------------------------------------------
+# --- check_base_model -----------------------------------------------------------------------
 
 
 def test_check_accepts_the_tiny_model(tiny_sa3):
-    check_checkpoint(tiny_sa3)
+    check_base_model(tiny_sa3)
 
 
 def test_empty_folder_names_every_part(tmp_path):
     with pytest.raises(ValueError) as err:
-        check_checkpoint(tmp_path)
+        check_base_model(tmp_path)
     message = str(err.value)
     assert str(tmp_path) in message
     assert "model_index.json is missing" in message
@@ -137,7 +137,7 @@ def test_folder_without_vae_names_the_vae_only(tiny_sa3, tmp_path):
     folder = copy_of(tiny_sa3, tmp_path)
     shutil.rmtree(folder / "vae")
     with pytest.raises(ValueError) as err:
-        check_checkpoint(folder)
+        check_base_model(folder)
     problems = [line for line in str(err.value).splitlines() if line.startswith("  - ")]
     assert problems == ["  - vae/ is missing"]
 
@@ -147,7 +147,7 @@ def test_pickle_weights_are_refused(tiny_sa3, tmp_path):
     weights = folder / "transformer" / "diffusion_pytorch_model.safetensors"
     weights.rename(weights.with_suffix(".bin"))
     with pytest.raises(ValueError, match=r"transformer/ has only pickle weights .*\.bin.*refuses"):
-        check_checkpoint(folder)
+        check_base_model(folder)
     with pytest.raises(ValueError, match="pickle"):
         load_pipeline(folder)  # refused before diffusers sees it
 
@@ -158,7 +158,7 @@ def test_component_without_config_or_weights_is_named(tiny_sa3, tmp_path):
     (folder / "duration_embedder" / "diffusion_pytorch_model.safetensors").unlink()
     (folder / "tokenizer" / "tokenizer.json").unlink()
     with pytest.raises(ValueError) as err:
-        check_checkpoint(folder)
+        check_base_model(folder)
     message = str(err.value)
     assert "text_encoder/config.json is missing" in message
     assert "duration_embedder/ has no .safetensors weights" in message
@@ -194,7 +194,7 @@ def test_sdxl_folder_is_named_as_another_pipeline_with_its_missing_parts(tmp_pat
     (tmp_path / "scheduler" / "scheduler_config.json").write_text("{}")
 
     with pytest.raises(ValueError) as err:
-        check_checkpoint(tmp_path)
+        check_base_model(tmp_path)
     message = str(err.value)
     assert "'StableDiffusionXLPipeline', not 'StableAudio3Pipeline'" in message
     assert "transformer/ is missing" in message
@@ -208,7 +208,7 @@ def test_sdxl_folder_is_named_as_another_pipeline_with_its_missing_parts(tmp_pat
 def test_a_file_is_not_a_checkpoint_folder(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(ValueError, match="is not a folder"):
-        check_checkpoint(tmp_path / "model.safetensors")
+        check_base_model(tmp_path / "model.safetensors")
 
 
 # --- model_fingerprint ----------------------------------------------------------------------
