@@ -10,7 +10,7 @@ export TUNESMITH_OUT ?= $(CURDIR)/data/out
 export TUNESMITH_STORE ?= $(CURDIR)/data/store
 export TUNESMITH_MODELS ?= $(CURDIR)/data/models
 
-.PHONY: demo test ui lint bench clean
+.PHONY: demo test test-fast ui lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ demo: $(STAMP)
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
+
+# The unit tier, for working: every test not marked `slow` (end-to-end builds, training runs of
+# more than a few steps, several processes). `make test` runs these and the slow ones.
+test-fast: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" --durations=15
 
 ui: $(STAMP)
 	$(BIN)/tunesmith ui
