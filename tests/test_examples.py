@@ -3,9 +3,12 @@
 import time
 from pathlib import Path
 
+import pytest
+
 from tunesmith.examples import make_examples
 
 
+@pytest.mark.slow
 def test_writing_the_examples_twice_touches_no_file(tmp_path: Path):
     make_examples(tmp_path)
     before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
@@ -15,6 +18,7 @@ def test_writing_the_examples_twice_touches_no_file(tmp_path: Path):
     assert after == before and len(before) > 20
 
 
+@pytest.mark.slow
 def test_a_second_examples_command_checks_and_writes_nothing_but_a_change_is_restored(
     tmp_path: Path,
 ):

@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import pandas as pd
+import pytest
 import soundfile as sf
 from PIL import Image
 
@@ -28,6 +29,7 @@ def stored_values(store: Path) -> str:
     return "\n".join(p.read_text() for p in (store / "objects").rglob("value.json"))
 
 
+@pytest.mark.slow
 def test_a_caption_changed_during_the_build_is_not_stored_under_its_old_hash(
     storage, instance
 ) -> None:
@@ -116,6 +118,7 @@ def test_a_written_bpm_the_audio_contradicts_is_listed_for_review(
     assert line.split()[:4] == ["loop.wav", "bpm", "184", "json"]
 
 
+@pytest.mark.slow
 def test_two_workers_give_the_same_table_in_the_same_order(tmp_path) -> None:
     folder = tmp_path / "set"
     for i, bpm in enumerate((96, 120, 140)):

@@ -3,11 +3,14 @@
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from assets.labels import labels
 from assets.manifest import manifest
 from pipelines.definitions import ASSETS, resources
 from tests.conftest import write_clip
+
+pytestmark = pytest.mark.slow
 
 
 def test_labels_are_requested_only_when_the_manifest_version_changes(storage, instance):

@@ -4,6 +4,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import materialize, write_clip, write_image
 from tunesmith.dataset.folders import partition_key
 
@@ -71,6 +73,7 @@ def test_nothing_is_left_half_written(storage, instance):
         assert not [p for p in Path(root).rglob(".tmp-*")]
 
 
+@pytest.mark.slow
 def test_a_bad_file_is_not_decoded_again_until_it_changes(storage, instance):
     folder = Path(storage.datasets_root) / "bad"
     make_bad_dataset(folder)

@@ -4,8 +4,11 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.conftest import data_version, materialize, write_clip, write_image
+
+pytestmark = pytest.mark.slow
 
 
 def make_dataset(root: Path) -> Path:

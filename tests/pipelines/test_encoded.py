@@ -26,6 +26,7 @@ def encoded_dir(storage) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_encoded_layout_is_underfits(storage, instance, tiny_sa3):
     make_dataset(Path(storage.datasets_root), tiny_sa3)
     md = materialize(instance, storage, "songs")
@@ -49,6 +50,7 @@ def test_encoded_layout_is_underfits(storage, instance, tiny_sa3):
     assert json.loads((folder / "b.json").read_text())["prompt"] == "b"
 
 
+@pytest.mark.slow
 def test_second_run_loads_no_model_and_a_caption_edit_encodes_no_audio(
     storage, instance, tiny_sa3, monkeypatch
 ):

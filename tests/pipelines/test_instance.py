@@ -74,6 +74,7 @@ def _open(home, barrier):
     open_instance().get_runs_count()
 
 
+@pytest.mark.slow
 def test_two_first_opens_at_once_leave_one_good_instance(tmp_path):
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(2)

@@ -6,11 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from pipelines.build import summary
 from pipelines.definitions import ASSETS, resources
 from tests.conftest import write_clip
 from tunesmith.train.config import read_plan
+
+pytestmark = pytest.mark.slow
 
 OLDER_FORM = """\
 [[runs]]

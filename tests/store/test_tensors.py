@@ -2,6 +2,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
@@ -18,6 +19,7 @@ write_safetensors(__import__("pathlib").Path(sys.argv[1]), tensors, meta)
 """
 
 
+@pytest.mark.slow
 def test_same_tensors_and_metadata_give_the_same_bytes_in_every_process(tmp_path: Path):
     """safetensors keeps metadata in a per-process-seeded hash map; ours is sorted."""
     paths = [tmp_path / f"{i}.safetensors" for i in range(3)]

@@ -128,6 +128,7 @@ def digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_resume_is_bit_for_bit_with_muon_momentum(ace_encoded, tmp_path):
     run = make_run(optimizer="muon", accumulation=2, epochs=4, eval_every=2, checkpoint_every=2)
     run = replace(run, adapter=replace(run.adapter, rank=16))

@@ -93,6 +93,7 @@ def test_step_zero_is_the_base_model(tiny_sdxl, pictures):
     assert all(float(b.detach().abs().sum()) == 0 for b in lora.b_parameters())
 
 
+@pytest.mark.slow
 def test_written_files_load_in_diffusers_to_the_bit(tiny_sdxl, pictures, tmp_path):
     from diffusers import StableDiffusionXLPipeline
 

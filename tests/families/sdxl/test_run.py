@@ -73,6 +73,7 @@ def fit(tiny_sdxl, encoded, run_dir, **train):
     return loop.train(trainer, run_dir, log=lambda _: None)
 
 
+@pytest.mark.slow
 def test_a_run_beats_the_base_model_on_a_held_out_picture(tiny_sdxl, encoded, tmp_path):
     result = fit(tiny_sdxl, encoded, tmp_path, steps=60, eval_every=20)
     print(result.history)
@@ -86,6 +87,7 @@ def test_a_run_beats_the_base_model_on_a_held_out_picture(tiny_sdxl, encoded, tm
     assert (result.last_path == result.best_path) == (result.best_step == 60)
 
 
+@pytest.mark.slow
 def test_samples_at_every_measurement_the_first_is_the_base_models_picture(
     tiny_sdxl, encoded, tmp_path
 ):
@@ -98,6 +100,7 @@ def test_samples_at_every_measurement_the_first_is_the_base_models_picture(
     assert not np.array_equal(np.asarray(Image.open(samples / "0-4.png")), base)
 
 
+@pytest.mark.slow
 def test_more_steps_resume_a_run_bit_for_bit(tiny_sdxl, encoded, tmp_path):
     straight = fit(tiny_sdxl, encoded, tmp_path / "straight", steps=8, checkpoint_every=4)
     fit(tiny_sdxl, encoded, tmp_path / "resumed", steps=4, checkpoint_every=4)

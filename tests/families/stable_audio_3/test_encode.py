@@ -1,10 +1,12 @@
 """Encoding for Stable Audio 3: chunked latents, and conditioning exactly as the pipeline's."""
 
+import pytest
 import torch
 
 from tunesmith.families.stable_audio_3.model import conditioning, encode_audio, encode_prompts
 
 
+@pytest.mark.slow
 def test_chunked_encoding_matches_encoding_the_whole_file(pipe):
     vae = pipe.vae
     ratio = vae.downsampling_ratio

@@ -18,6 +18,8 @@ from tunesmith.families.stable_audio_3.trainer import TorchTrainer
 from tunesmith.train.loop import train
 from tunesmith.train.state import ResumeError
 
+pytestmark = pytest.mark.slow
+
 MLX = Placement("mlx", "cpu", "float32", "test")
 TORCH = Placement("torch", "cpu", "float32", "test")
 

@@ -32,6 +32,8 @@ from tunesmith.families.stable_audio_3.trainer import Objective
 from tunesmith.train.config import RunConfig
 from tunesmith.train.schedules import lr_scheduler
 
+pytestmark = pytest.mark.slow
+
 MIN_GRAD_COSINE = 0.9999
 MIN_OUTPUT_PSNR_DB = 70.0
 MIN_TRAINED_PSNR_DB = 60.0
