@@ -49,6 +49,7 @@ from tunesmith.dataset.workers import deal, kept, pool, process_device
 from tunesmith.media.sniff import MediaError
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import DamagedEntry, Store, content_key
+from tunesmith.store.fingerprints import model_fingerprint
 
 Writer = Callable[[Path], None]  # fills an entry's temporary folder
 
@@ -131,7 +132,12 @@ class ItemEncoder(BatchEncoder):
         self.base_model, self.folder = Path(base_model), Path(request.folder)
         self.placement, self.device = request.placement, request.placement.device
         self.store: Store = request.store
+        self.fingerprint_cache = request.fingerprint_cache
         self.notes: list[str] = []  # warnings about the base model, said once
+
+    def fingerprint(self, part: str) -> str:
+        """The fingerprint of one part of the base model (`vae`, `text_encoder`, …)."""
+        return model_fingerprint(self.base_model / part, self.fingerprint_cache)
 
     def load(self, device: str) -> Any:
         """The model, on `device`: imports torch and the model library."""

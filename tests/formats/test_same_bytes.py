@@ -102,8 +102,8 @@ def _planner(out: Path) -> None:
             a, b = torch.randn(4, 16, generator=g), torch.randn(16, 4, generator=g)
             factors[f"model.layers.{layer}.{key}"] = (a, b)
     lora = adapter_files.LoraFactors(factors, rank=4, alpha=8.0)
-    adapter_files.write_peft(out / "plan", lora, "tiny-planner", *TRIGGER, LINEAGE)
-    adapter_files.write_mlx_lm(out / "plan.mlx-lm", lora, 2, "tiny-planner", *TRIGGER, LINEAGE)
+    adapter_files.write(out / "plan", "peft", lora, 2, "tiny-planner", *TRIGGER, LINEAGE)
+    adapter_files.write(out / "plan.mlx-lm", "mlx-lm", lora, 2, "tiny-planner", *TRIGGER, LINEAGE)
 
 
 def _stable_audio_3(out: Path) -> None:

@@ -92,6 +92,23 @@ def lora_pairs(
     return stems
 
 
+def factor_pairs(
+    tensors: Mapping, down: str, up: str, where: str, shown: str = ""
+) -> dict[str, tuple]:
+    """{module: (down, up)} of the tensors named `<module><down>` and `<module><up>`, in the
+    file's orientation; refuses a down factor without its up partner (`where` names the file,
+    `shown` the prefix its keys carry there)."""
+    pairs = {}
+    for key, a in tensors.items():
+        if key.endswith(down):
+            module = key.removesuffix(down)
+            b = tensors.get(module + up)
+            if b is None:
+                raise FormatError(f"{where}: {shown}{key} has no {up.lstrip('.')} partner")
+            pairs[module] = (a, b)
+    return pairs
+
+
 def replace_folder(folder: Path, write: Callable[[Path], None]) -> Path:
     """Run `write(tmp)` into a fresh sibling folder, then rename it to `folder` (replacing an
     earlier folder there), so a reader never sees half an adapter; returns `folder`."""

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tunesmith.formats import FormatError, text_metadata
+from tunesmith.formats import FormatError, factor_pairs, text_metadata
 from tunesmith.store.atomic import atomic_write_bytes
 from tunesmith.store.tensors import safetensors_bytes
 
@@ -75,14 +75,11 @@ def read(folder: Path) -> tuple[dict[str, tuple[torch.Tensor, torch.Tensor]], di
     if not (folder / WEIGHTS).is_file():
         raise FormatError(f"{folder}: no {WEIGHTS}")
     tensors = load_file(folder / WEIGHTS)
-    factors = {}
-    for key, a in tensors.items():
-        if key.endswith(".lora_a"):
-            module = key.removesuffix(".lora_a")
-            b = tensors.get(f"{module}.lora_b")
-            if b is None:
-                raise FormatError(f"{folder / WEIGHTS}: {key} has no lora_b partner")
-            factors[module] = (a.float().T.contiguous(), b.float().T.contiguous())
+    pairs = factor_pairs(tensors, ".lora_a", ".lora_b", str(folder / WEIGHTS))
+    # mlx-lm keeps A [in, r] and B [r, out]: PEFT's orientation is their transpose
+    factors = {
+        m: (a.float().T.contiguous(), b.float().T.contiguous()) for m, (a, b) in pairs.items()
+    }
     with safe_open(folder / WEIGHTS, "pt") as f:
         metadata = dict(f.metadata() or {})
     return factors, document, metadata

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from tunesmith.formats import (
     FormatError,
+    factor_pairs,
     lora_pairs,
     read_header,
     require_metadata,
@@ -206,12 +207,5 @@ def lora_factors(
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """{module: (A, B)} float32 from `<module>.lora_A.weight` / `.lora_B.weight` tensors;
     refuses an A without its B (`path` names the file)."""
-    factors = {}
-    for key, a in tensors.items():
-        if key.endswith(".lora_A.weight"):
-            module = key.removesuffix(".lora_A.weight")
-            b = tensors.get(f"{module}.lora_B.weight")
-            if b is None:
-                raise FormatError(f"{path}: {PREFIX}{key} has no lora_B partner")
-            factors[module] = (a.float(), b.float())
-    return factors
+    pairs = factor_pairs(tensors, ".lora_A.weight", ".lora_B.weight", str(path), PREFIX)
+    return {module: (a.float(), b.float()) for module, (a, b) in pairs.items()}

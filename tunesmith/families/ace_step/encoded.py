@@ -56,7 +56,6 @@ from tunesmith.media.sniff import ensure_unchanged
 from tunesmith.report import Skipped
 from tunesmith.store import canonical_json, content_key
 from tunesmith.store.atomic import json_bytes, write_if_changed
-from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.store.tensors import safetensors_bytes
 
 if TYPE_CHECKING:
@@ -125,14 +124,11 @@ class Songs(ItemEncoder):
         self.codes = report.codes
         if not report.codes:
             self.notes.append(report.codes_message)  # once per base model
-        cache = request.fingerprint_cache
-        self.vae_fp = model_fingerprint(self.base_model / "vae", cache)
-        self.tokenizer_fp = (
-            model_fingerprint(self.base_model / "audio_tokenizer", cache) if self.codes else None
-        )
+        self.vae_fp = self.fingerprint("vae")
+        self.tokenizer_fp = self.fingerprint("audio_tokenizer") if self.codes else None
         self.text_fp = content_key(
-            text_encoder=model_fingerprint(self.base_model / "text_encoder", cache),
-            tokenizer=model_fingerprint(self.base_model / "tokenizer", cache),
+            text_encoder=self.fingerprint("text_encoder"),
+            tokenizer=self.fingerprint("tokenizer"),
         )
         self.target = request.out / "encoded" / f"{self.base_model.name}-{self.vae_fp[:8]}"
         self.stated = captions.dataset_genre_ratio(self.folder)

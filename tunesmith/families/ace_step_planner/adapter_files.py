@@ -62,18 +62,45 @@ class LoraFactors:
         return self.alpha / self.rank
 
 
-def write_peft(
+LAYOUTS = ("peft", "mlx-lm")
+
+
+def write(
     folder: Path,
+    layout: str,
     lora: LoraFactors,
+    num_layers: int,
     base_model: str = "",
     trigger: str = "",
     trigger_position: str = "prepend",
     lineage: dict[str, str] | None = None,
 ) -> Path:
-    """A PEFT adapter folder that `PeftModel.from_pretrained(planner, folder)` loads."""
+    """The adapter as a PEFT folder (`layout="peft"`: what `PeftModel.from_pretrained(planner,
+    folder)` loads) or an mlx-lm one (`"mlx-lm"`: what `mlx_lm.load(planner,
+    adapter_path=folder)` loads), written whole or not at all."""
+    meta = _metadata(trigger, trigger_position, lineage)
+    if layout == "peft":
+        tensors = peft_format.lora_tensors(lora.factors, torch.bfloat16)
+        config = _peft_config(lora, base_model)
+
+        def files(tmp: Path) -> None:
+            peft_format.write(tmp, tensors, config, meta)
+
+    elif layout == "mlx-lm":
+        document = mlx_lm.config(base_model, num_layers, lora.rank, lora.scale, MLX_KEYS)
+
+        def files(tmp: Path) -> None:
+            mlx_lm.write(tmp, lora.factors, document, meta)
+
+    else:
+        raise ValueError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    return replace_folder(Path(folder), files)
+
+
+def _peft_config(lora: LoraFactors, base_model: str):
     from peft import LoraConfig
 
-    config = LoraConfig(
+    return LoraConfig(
         r=lora.rank,
         lora_alpha=lora.alpha,
         lora_dropout=0.0,
@@ -82,24 +109,27 @@ def write_peft(
         task_type="CAUSAL_LM",
         base_model_name_or_path=base_model or None,
     )
-    tensors = peft_format.lora_tensors(lora.factors, torch.bfloat16)
-    meta = _metadata(trigger, trigger_position, lineage)
-    return replace_folder(Path(folder), lambda tmp: peft_format.write(tmp, tensors, config, meta))
 
 
-def write_mlx_lm(
-    folder: Path,
-    lora: LoraFactors,
-    num_layers: int,
-    base_model: str = "",
-    trigger: str = "",
-    trigger_position: str = "prepend",
-    lineage: dict[str, str] | None = None,
-) -> Path:
-    """An mlx-lm adapter folder that `mlx_lm.load(planner, adapter_path=folder)` loads."""
-    document = mlx_lm.config(base_model, num_layers, lora.rank, lora.scale, MLX_KEYS)
-    meta = _metadata(trigger, trigger_position, lineage)
-    return replace_folder(Path(folder), lambda tmp: mlx_lm.write(tmp, lora.factors, document, meta))
+class AdapterFolders:
+    """`save` and `load` of a planner LoRA as PEFT or mlx-lm folders, for a backend's LoRA
+    class that has `factors()`, `set_factors(lora)`, `num_layers` and `base_folder`."""
+
+    default_layout = "peft"
+
+    def save(self, folder: Path, layout: str = "", **labels) -> Path:
+        """Write the adapter as a PEFT (`layout="peft"`) or mlx-lm (`"mlx-lm"`) folder, the
+        backend's own layout when none is named; `labels` are `write`'s trigger,
+        trigger_position and lineage."""
+        layout = layout or self.default_layout
+        base = str(self.base_folder)
+        return write(folder, layout, self.factors(), self.num_layers, base, **labels)
+
+    def load(self, folder: Path) -> dict[str, str]:
+        """Load a PEFT or mlx-lm adapter folder; returns its safetensors metadata."""
+        lora, metadata = read(folder)
+        self.set_factors(lora)
+        return metadata
 
 
 def read(folder: Path) -> tuple[LoraFactors, dict[str, str]]:

@@ -26,8 +26,10 @@ from tunesmith.families.ace_step_planner.data import PlannerExample
 from tunesmith.families.ace_step_planner.torch_lm import ALPHA, RANK
 
 
-class MlxPlannerLora:
+class MlxPlannerLora(adapter_files.AdapterFolders):
     """The planner in mlx-lm with LoRA layers on every projection; only they train."""
+
+    default_layout = "mlx-lm"
 
     def __init__(self, folder: Path, rank: int = RANK, alpha: float = ALPHA, seed: int = 0):
         import mlx.core as mx
@@ -141,26 +143,6 @@ class MlxPlannerLora:
         self.model.load_weights(weights, strict=False)
         mx.eval(self.model.parameters())
 
-    def save(
-        self,
-        folder: Path,
-        layout: str = "mlx-lm",
-        trigger: str = "",
-        trigger_position: str = "prepend",
-        lineage: dict[str, str] | None = None,
-    ) -> Path:
-        """Write the adapter as an mlx-lm (`layout="mlx-lm"`) or PEFT (`"peft"`) folder."""
-        base, lora = str(self.folder), self.factors()
-        if layout == "mlx-lm":
-            return adapter_files.write_mlx_lm(
-                folder, lora, self.num_layers, base, trigger, trigger_position, lineage
-            )
-        if layout == "peft":
-            return adapter_files.write_peft(folder, lora, base, trigger, trigger_position, lineage)
-        raise ValueError(f"layout {layout!r}: expected 'mlx-lm' or 'peft'")
-
-    def load(self, folder: Path) -> dict[str, str]:
-        """Load an mlx-lm or PEFT adapter folder; returns its safetensors metadata."""
-        lora, metadata = adapter_files.read(folder)
-        self.set_factors(lora)
-        return metadata
+    @property
+    def base_folder(self) -> Path:
+        return self.folder

@@ -27,7 +27,7 @@ RANK = 16  # HOT-Step's and Side-Step's planner LoRA rank
 ALPHA = 32  # HOT-Step's and Side-Step's planner LoRA alpha (scale alpha / r = 2)
 
 
-class TorchPlannerLora:
+class TorchPlannerLora(adapter_files.AdapterFolders):
     """A planner wrapped in a PEFT LoRA; only the LoRA factors train.
 
     PEFT puts its layers into `planner.model` in place: load the planner again for a model
@@ -113,31 +113,13 @@ class TorchPlannerLora:
             layer.lora_A["default"].weight.copy_(a)
             layer.lora_B["default"].weight.copy_(b)
 
-    def save(
-        self,
-        folder: Path,
-        layout: str = "peft",
-        trigger: str = "",
-        trigger_position: str = "prepend",
-        lineage: dict[str, str] | None = None,
-    ) -> Path:
-        """Write the adapter as a PEFT (`layout="peft"`) or mlx-lm (`"mlx-lm"`) folder."""
-        base = str(self.planner.folder)
-        lora = self.factors()
-        if layout == "peft":
-            return adapter_files.write_peft(folder, lora, base, trigger, trigger_position, lineage)
-        if layout == "mlx-lm":
-            layers = self.planner.model.config.num_hidden_layers
-            return adapter_files.write_mlx_lm(
-                folder, lora, layers, base, trigger, trigger_position, lineage
-            )
-        raise ValueError(f"layout {layout!r}: expected 'peft' or 'mlx-lm'")
+    @property
+    def num_layers(self) -> int:
+        return self.planner.model.config.num_hidden_layers
 
-    def load(self, folder: Path) -> dict[str, str]:
-        """Load a PEFT or mlx-lm adapter folder; returns its safetensors metadata."""
-        lora, metadata = adapter_files.read(folder)
-        self.set_factors(lora)
-        return metadata
+    @property
+    def base_folder(self) -> Path:
+        return self.planner.folder
 
 
 def collate(

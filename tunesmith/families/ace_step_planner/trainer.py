@@ -255,8 +255,9 @@ class PlannerTrainer:
             info["validation_loss"] = f"{loss:.8g}"
         trigger, position = self.trigger
         # The mlx-lm twin first: a PEFT folder (what the loop names) means both are whole.
-        self.lora.save(mlx_folder(path), "mlx-lm", trigger, position, info)
-        self.lora.save(Path(path).parent, "peft", trigger, position, info)
+        labels = {"trigger": trigger, "trigger_position": position, "lineage": info}
+        self.lora.save(mlx_folder(path), "mlx-lm", **labels)
+        self.lora.save(Path(path).parent, "peft", **labels)
         return Path(path)
 
     def adapter_files(self, path: Path) -> list[Path]:

@@ -120,9 +120,8 @@ class Pictures(ItemEncoder):
     def __init__(self, base_model: Path, request) -> None:
         super().__init__(base_model, request)
         check_base_model(self.base_model)
-        cache = request.fingerprint_cache
-        self.vae_fp = model_fingerprint(self.base_model / "vae", cache)
-        self.text_fp = text_fingerprint(self.base_model, cache)
+        self.vae_fp = self.fingerprint("vae")
+        self.text_fp = text_fingerprint(self.base_model, self.fingerprint_cache)
         self.vae_config = _read_vae_config(self.base_model)
 
     def load(self, device: str):

@@ -67,7 +67,6 @@ from tunesmith.media import audio as media_audio
 from tunesmith.media.sniff import ensure_unchanged
 from tunesmith.store import Store, canonical_json, content_key
 from tunesmith.store.atomic import json_bytes, write_if_changed
-from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.store.tensors import safetensors_bytes
 
 if TYPE_CHECKING:
@@ -130,11 +129,10 @@ class Clips(ItemEncoder):
     def __init__(self, base_model: Path, request) -> None:
         super().__init__(base_model, request)
         check_base_model(self.base_model)
-        cache = request.fingerprint_cache
-        self.vae_fp = model_fingerprint(self.base_model / "vae", cache)
+        self.vae_fp = self.fingerprint("vae")
         self.text_fp = content_key(
-            encoder=model_fingerprint(self.base_model / "text_encoder", cache),
-            tokenizer=model_fingerprint(self.base_model / "tokenizer", cache),
+            encoder=self.fingerprint("text_encoder"),
+            tokenizer=self.fingerprint("tokenizer"),
         )
         vae = self.base_model / "vae" / "config.json"
         self.config = json.loads(vae.read_text(encoding="utf-8"))
