@@ -18,8 +18,8 @@ their keys and defaults (`tunesmith/families/<family>/config.py`) on the shared 
 and checks its own values. Every key not given takes the family's default; an unknown key is
 an error that lists the family's keys. The file's `[dataset]` table belongs to the labels
 stage. Without `[[runs]]` (or without a `tunesmith.toml`), one run of the family that trains
-the dataset's media by default, with its defaults. One override path: tunesmith.toml →
-Dagster run config → command line; the resolved config is written beside every adapter.
+the dataset's media by default, with its defaults. The resolved config is written beside
+every adapter.
 
 A build resolves the file once, in its first stage, into a `Plan`: each run with its family,
 its resolved config and its key, and the notes resolving gave. The plan travels as a JSON
@@ -322,16 +322,6 @@ def _demo(cls: type, raw: Any, where: str, trigger: str):
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))
     return demo
-
-
-def with_overrides(run: RunConfig, overrides: dict[str, Any]) -> RunConfig:
-    """Apply run-config overrides ({"train": {"steps": 10}, ...}) on top of a resolved run."""
-    adapter = replace(run.adapter, **overrides.get("adapter", {}))
-    train = replace(run.train, **overrides.get("train", {}))
-    top = {k: v for k, v in overrides.items() if k not in ("adapter", "train")}
-    updated = replace(run, adapter=adapter, train=train, **top)
-    validate(updated, f"overrides for run {run.name!r}")
-    return updated
 
 
 def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
