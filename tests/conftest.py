@@ -103,7 +103,7 @@ def data_version(instance, stage: str, partition: str) -> str | None:
 
 @pytest.fixture(scope="session")
 def tiny_sdxl(tmp_path_factory) -> Path:
-    """The tiny SDXL checkpoint folder, made once per test session (read only)."""
+    """The tiny SDXL base model folder, made once per test session (read only)."""
     from tunesmith.families.sdxl.tiny import make_tiny_sdxl
 
     return make_tiny_sdxl(tmp_path_factory.mktemp("models") / "tiny-sdxl", seed=0)
@@ -111,7 +111,7 @@ def tiny_sdxl(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_sa3(tmp_path_factory) -> Path:
-    """The tiny Stable Audio 3 checkpoint folder, made once per test session."""
+    """The tiny Stable Audio 3 base model folder, made once per test session."""
     from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 
     return make_tiny_stable_audio_3(tmp_path_factory.mktemp("models") / "tiny-sa3", seed=0)
@@ -119,7 +119,7 @@ def tiny_sa3(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def pipe(tiny_sa3: Path):
-    """The tiny Stable Audio 3 loaded through the code a user's checkpoint takes."""
+    """The tiny Stable Audio 3 loaded through the code a user's base model takes."""
     from tunesmith.families.stable_audio_3.model import load_pipeline
 
     pipe = load_pipeline(tiny_sa3)
@@ -129,7 +129,7 @@ def pipe(tiny_sa3: Path):
 
 @pytest.fixture(scope="session")
 def tiny_ace_step(tmp_path_factory) -> Path:
-    """The tiny ACE-Step 1.5 checkpoint folder, made once per test session (read only)."""
+    """The tiny ACE-Step 1.5 base model folder, made once per test session (read only)."""
     from tunesmith.families.ace_step.tiny import make_tiny_ace_step
 
     return make_tiny_ace_step(tmp_path_factory.mktemp("models") / "tiny-ace-step", seed=0)

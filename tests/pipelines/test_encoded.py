@@ -72,7 +72,7 @@ def test_second_run_loads_no_model_and_a_caption_edit_encodes_no_audio(
     assert sidecar["prompt"] == "a darker loop"  # ...but the sidecar follows the caption
 
 
-def test_a_folder_that_is_not_a_checkpoint_is_named(storage, instance, tmp_path):
+def test_a_folder_that_is_not_a_base_model_is_named(storage, instance, tmp_path):
     bogus = tmp_path / "not-a-model"
     bogus.mkdir()
     make_dataset(Path(storage.datasets_root), bogus)

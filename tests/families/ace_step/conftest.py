@@ -1,4 +1,4 @@
-"""The tiny ACE-Step 1.5, made once per test session, and loaded as a user's checkpoint is."""
+"""The tiny ACE-Step 1.5, made once per test session, and loaded as a user's base model is."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-# `tiny_ace_step`, the checkpoint folder, is in tests/conftest.py (the golden case uses it too).
+# `tiny_ace_step`, the base model folder, is in tests/conftest.py (the golden case uses it too).
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """Encoding for ACE-Step 1.5 against the pipeline itself: 48 kHz stereo audio, chunked latents
-equal to whole-file latents, the checkpoint's own FSQ codes, the text encoder's inputs, what the
+equal to whole-file latents, the base model's own FSQ codes, the text encoder's inputs, what the
 DiT reads, and one item's files."""
 
 from __future__ import annotations

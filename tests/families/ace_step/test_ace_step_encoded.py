@@ -1,4 +1,4 @@
-"""Stage `encoded` for ACE-Step: latents and the checkpoint's own audio codes beside them, texts
+"""Stage `encoded` for ACE-Step: latents and the base model's own audio codes beside them, texts
 once per distinct string, rows per run; editing a caption encodes one text and no audio; a base
 folder without the audio tokenizer still trains; the bad inputs of a dataset, each named."""
 

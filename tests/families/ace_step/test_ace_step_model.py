@@ -33,7 +33,7 @@ def test_a_folder_that_is_not_ace_step_names_everything_missing(tmp_path, copy):
     with pytest.raises(ValueError) as caught:
         check_base_model(other)
     message = str(caught.value)
-    assert "not a usable ACE-Step 1.5 checkpoint" in message
+    assert "not a usable ACE-Step 1.5 base model" in message
     assert "describes 'StableAudio3Pipeline', not 'AceStepPipeline'" in message
     for part in ("text_encoder", "tokenizer", "transformer", "condition_encoder", "scheduler"):
         assert f"{part}/ is missing" in message

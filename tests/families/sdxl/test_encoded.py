@@ -59,20 +59,20 @@ def labels_of(folder: Path, store: Store) -> pd.DataFrame:
     return build_labels(folder, manifest, store).frame
 
 
-def sized_run(checkpoint: Path, size: int, name: str = "discs"):
+def sized_run(base_model: Path, size: int, name: str = "discs"):
     """A run of the tiny model at `size` (set past the config's checks, which refuse a size
     that is not a multiple of 8: the encoder checks it again)."""
-    raw = {"name": name, "family": "sdxl", "base_model": str(checkpoint)}
+    raw = {"name": name, "family": "sdxl", "base_model": str(base_model)}
     run = resolve_run(raw, Path("tunesmith.toml"), 0)
     return replace(run, train=replace(run.train, size=size))
 
 
-def build(folder: Path, checkpoint: Path, store: Store, size: int = SIZE, runs=None) -> Encoded:
+def build(folder: Path, base_model: Path, store: Store, size: int = SIZE, runs=None) -> Encoded:
     out = folder.parent / "out"
     labels = labels_of(folder, store)
     cache = folder.parent / "fingerprints.json"
-    runs = runs or [sized_run(checkpoint, size)]
-    return FAMILY.encode(EncodeRequest(folder, labels, runs, [checkpoint], out, store, CPU, cache))
+    runs = runs or [sized_run(base_model, size)]
+    return FAMILY.encode(EncodeRequest(folder, labels, runs, [base_model], out, store, CPU, cache))
 
 
 def close(batched: torch.Tensor, alone: torch.Tensor) -> bool:
@@ -174,7 +174,7 @@ def test_size_not_a_multiple_of_eight_and_a_model_that_is_not_sdxl(dataset, tiny
         build(dataset, tiny_sdxl, store, size=100)
     encoded = build(dataset, tiny_sa3, store)
     assert encoded.frame.empty and len(encoded.result.skipped) == 4
-    assert all("not a usable SDXL checkpoint" in s.reason for s in encoded.result.skipped)
+    assert all("not a usable SDXL base model" in s.reason for s in encoded.result.skipped)
 
 
 def test_two_files_with_the_same_bytes_are_encoded_once(dataset, tiny_sdxl):

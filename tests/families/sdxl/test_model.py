@@ -99,7 +99,7 @@ def test_a_stable_audio_folder_is_not_sdxl_and_the_error_says_what_is_missing(ti
     with pytest.raises(ValueError) as error:
         check_base_model(tiny_sa3)
     message = str(error.value)
-    assert f"{tiny_sa3} is not a usable SDXL checkpoint" in message
+    assert f"{tiny_sa3} is not a usable SDXL base model" in message
     assert "describes 'StableAudio3Pipeline', not 'StableDiffusionXLPipeline'" in message
     for missing in ("unet/ is missing", "text_encoder_2/ is missing", "tokenizer_2/ is missing"):
         assert missing in message

@@ -38,7 +38,7 @@ def generate(pipe: StableAudio3Pipeline, seed: int, duration: float = 2.0) -> to
 
 
 def copy_of(folder: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(folder, tmp_path / "checkpoint"))
+    return Path(shutil.copytree(folder, tmp_path / "base_model"))
 
 
 # --- the tiny model and loading ---------------------------------------------------------------
@@ -91,7 +91,7 @@ def test_second_make_writes_nothing(tiny_sa3):
     assert {p: p.stat().st_mtime_ns for p in tiny_sa3.rglob("*")} == before
 
 
-def test_same_seed_makes_the_same_checkpoint_anywhere_and_another_seed_another(tiny_sa3, tmp_path):
+def test_same_seed_makes_the_same_base_model_anywhere_and_another_seed_another(tiny_sa3, tmp_path):
     same = make_tiny_stable_audio_3(tmp_path / "same", seed=0)
     other = make_tiny_stable_audio_3(tmp_path / "other", seed=1)
     assert model_fingerprint(same) == model_fingerprint(tiny_sa3)

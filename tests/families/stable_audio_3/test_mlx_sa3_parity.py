@@ -1,6 +1,6 @@
 """The MLX Stable Audio 3 DiT and duration embedder against diffusers', in float32 on the CPU.
 
-One tiny real checkpoint (`build_tiny_stable_audio_3`, every path awake), converted by
+One tiny real base model (`build_tiny_stable_audio_3`, every path awake), converted by
 `mlx_convert.from_diffusers`; one set of inputs made once in numpy and fed to both: a batch
 of 2 with different timesteps and durations, the second prompt padded, and the training
 `local_add_cond` = [ones | zeros]. The torch side is the project's torch path

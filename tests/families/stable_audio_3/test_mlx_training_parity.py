@@ -1,6 +1,6 @@
 """MLX adapter training against the torch path, in float32 on the CPU, on the tiny SA3.
 
-Both sides are the project's own objectives built from the same checkpoint folder and run
+Both sides are the project's own objectives built from the same base model folder and run
 config (`stable_audio_3.train.Objective`, `mlx_train.MLXObjective`), with adapters on every
 Linear of the DiT and the duration embedder (the nn.Sequential children and the conditioner
 included, the fused QKV too), B moved off zero and the dora magnitude off ‖W‖ so that every

@@ -92,7 +92,7 @@ def test_written_files_follow_underfits_format_and_reload_to_the_bit(tiny_sa3, t
     config = info.lora_config
     assert (config["rank"], config["alpha"], config["adapter_type"]) == (4, 4, "dora-rows")
     assert config["step"] == 6
-    assert "base_model" not in config  # not a published checkpoint: underfit infers the model
+    assert "base_model" not in config  # not a published model: underfit infers the model
     assert config["include"] == ["model.transformer.layers."]
     assert all(k.startswith(("model.transformer.layers.", "conditioners.")) for k in info.keys)
     assert info.metadata["lineage"] == "test"

@@ -1,7 +1,7 @@
-"""`lora_config.base_model`: underfit's model id for a published checkpoint, no key otherwise,
+"""`lora_config.base_model`: underfit's model id for a published model, no key otherwise,
 read back with underfit's dashboard's own rule.
 
-The published checkpoints' configs are written by the real diffusers classes, built on the
+The published models' configs are written by the real diffusers classes, built on the
 meta device (no weights, no download) from the values of underfit's model templates
 (`dashboard/models/<id>/training_template.json`): what `save_pretrained` writes for them.
 
@@ -119,7 +119,7 @@ def dashboard_verdict(path: Path) -> tuple[str, object]:
 
 
 def published_folder(root: Path, dit: dict, vae: dict) -> Path:
-    """A checkpoint folder's configs as diffusers writes them (`save_config`), weights left out."""
+    """A base model folder's configs as diffusers writes them (`save_config`), weights left out."""
     from diffusers import AutoencoderSAME, StableAudio3DiTModel
 
     with torch.device("meta"):
@@ -161,7 +161,7 @@ def test_the_medium_is_recognised_by_its_architecture(tmp_path):
     # A path naming another published model contradicts the architecture: no id.
     named_small = tmp_path / "stable-audio-3-small-sfx-base"
     assert underfit_model_id(published_folder(named_small, MEDIUM, SAME_L)) is None
-    # The medium DiT with the small models' VAE is no published checkpoint.
+    # The medium DiT with the small models' VAE is no published model.
     assert underfit_model_id(published_folder(tmp_path / "mixed", MEDIUM, SAME_S)) is None
 
 
