@@ -2,7 +2,7 @@
 
 `volume` trains one number, the level a dataset's clips are loud at, from an identity
 "encoder" (each clip's RMS level) and renders a tone at the learned level. It declares what
-every family declares (tunesmith/families/__init__.py) and is loaded through the
+every family declares (tunesmith/family.py) and is loaded through the
 `TUNESMITH_FAMILIES` environment variable, as a plugin would be.
 """
 
