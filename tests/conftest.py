@@ -59,16 +59,21 @@ def no_pool_tasks(function, tasks):
     return []
 
 
+def make_storage(root: Path) -> StorageResource:
+    """Empty datasets, outputs, store and models roots under `root`."""
+    for name in ("datasets", "out", "store", "models"):
+        (root / name).mkdir()
+    return StorageResource(
+        datasets_root=str(root / "datasets"),
+        out_root=str(root / "out"),
+        store_root=str(root / "store"),
+        models_root=str(root / "models"),
+    )
+
+
 @pytest.fixture
 def storage(tmp_path: Path) -> StorageResource:
-    for name in ("datasets", "out", "store", "models"):
-        (tmp_path / name).mkdir()
-    return StorageResource(
-        datasets_root=str(tmp_path / "datasets"),
-        out_root=str(tmp_path / "out"),
-        store_root=str(tmp_path / "store"),
-        models_root=str(tmp_path / "models"),
-    )
+    return make_storage(tmp_path)
 
 
 @pytest.fixture

@@ -6,27 +6,41 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import pandas as pd
 import pytest
 
 from pipelines.status import STAGES
-from tests.conftest import materialize
+from tests.conftest import make_storage, materialize
 from tunesmith.examples import RINGS_TOML, make_examples
 from tunesmith.examples.loops import LOOPS
 
 
-@pytest.fixture
-def loops_built(storage, instance):
-    """The loops example through every stage, with the tiny Stable Audio 3."""
-    make_examples(Path(storage.datasets_root), Path(storage.models_root))
-    return materialize(instance, storage, "loops")
+@pytest.fixture(scope="module")
+def loops_storage(tmp_path_factory):
+    """The roots the loops example is built in once, for every test of it here."""
+    return make_storage(tmp_path_factory.mktemp("loops"))
+
+
+@pytest.fixture(scope="module")
+def loops_instance():
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+@pytest.fixture(scope="module")
+def loops_built(loops_storage, loops_instance):
+    """The loops example through every stage, with the tiny Stable Audio 3: built once for the
+    tests that read it (none of them changes what it built)."""
+    make_examples(Path(loops_storage.datasets_root), Path(loops_storage.models_root))
+    return materialize(loops_instance, loops_storage, "loops")
 
 
 @pytest.mark.slow
-def test_labels_recover_the_known_tempo_and_key_of_the_loops(storage, loops_built):
+def test_labels_recover_the_known_tempo_and_key_of_the_loops(loops_storage, loops_built):
     md = loops_built
     assert md["labels"]["items"] == len(LOOPS) and md["labels"]["skipped"] == 0
-    table = pd.read_parquet(Path(storage.out_root) / "loops" / "labels.parquet")
+    table = pd.read_parquet(Path(loops_storage.out_root) / "loops" / "labels.parquet")
     found = table.set_index("path")
     tempo_ok = key_ok = 0
     for spec in LOOPS:
@@ -139,8 +153,8 @@ def test_command_line_run_status_and_gc(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_loops_adapter_beats_the_base_model_on_held_out_audio(storage, loops_built):
-    report = json.loads((Path(storage.out_root) / "loops" / "report.json").read_text())
+def test_the_loops_adapter_beats_the_base_model_on_held_out_audio(loops_storage, loops_built):
+    report = json.loads((Path(loops_storage.out_root) / "loops" / "report.json").read_text())
     (run,) = report["stages"]["adapters"]["runs"]
     print(run["history"])
     assert run["best_loss"] < run["base_loss"]
@@ -158,9 +172,9 @@ def test_the_loops_adapter_beats_the_base_model_on_held_out_audio(storage, loops
 
 @pytest.mark.slow
 def test_the_loops_renders_and_audition_page_are_listed_in_the_report(
-    storage, instance, loops_built
+    loops_storage, loops_instance, loops_built
 ):
-    report = json.loads((Path(storage.out_root) / "loops" / "report.json").read_text())
+    report = json.loads((Path(loops_storage.out_root) / "loops" / "report.json").read_text())
     (page,) = report["auditions"]
     assert Path(page).exists() and page.endswith("loops-dora.html")
     sides = {(r["demo"], r["side"]) for r in report["renders"]}
@@ -170,8 +184,8 @@ def test_the_loops_renders_and_audition_page_are_listed_in_the_report(
     assert "loops-dora_loss_curve" in loops_built["auditions"]
 
     # what `make demo` does the second time: the examples are rewritten (unchanged), then built
-    make_examples(Path(storage.datasets_root), Path(storage.models_root))
-    again = materialize(instance, storage, "loops")
+    make_examples(Path(loops_storage.datasets_root), Path(loops_storage.models_root))
+    again = materialize(loops_instance, loops_storage, "loops")
     assert {stage: again[stage]["computed"] for stage in again if stage != "checks"} == {
         stage: 0 for stage in again if stage != "checks"
     }
