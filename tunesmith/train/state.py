@@ -160,6 +160,32 @@ def load_params(params: list[torch.nn.Parameter], tensors: dict[str, torch.Tenso
             param.copy_(tensors[f"param.{i}"])
 
 
+def trainer_state(
+    params: list[torch.Tensor], optimizer: torch.optim.Optimizer, order, key: str, **counters
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """What a torch trainer's state holds in every family: the adapter's parameters, the
+    optimizer's moments and the data order (`train/order.py`, saved under `key`), with the
+    trainer's own JSON `counters` in the document."""
+    optimizer_tensors, optimizer_document = optimizer_state(optimizer)
+    order_tensors, order_document = order.state(key)
+    tensors = {**params_state(params), **optimizer_tensors, **order_tensors}
+    return tensors, {"optimizer": optimizer_document, **order_document, **counters}
+
+
+def load_trainer_state(
+    params: list[torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+    order,
+    key: str,
+    tensors: dict[str, torch.Tensor],
+    document: dict,
+) -> None:
+    """Put back what `trainer_state` saved."""
+    load_params(params, tensors)
+    load_optimizer_state(optimizer, tensors, document["optimizer"])
+    order.load_state(tensors, document, key)
+
+
 def to_json(value: Any) -> Any:
     """Tuples (Python's random state) as lists, for JSON."""
     return [to_json(v) for v in value] if isinstance(value, tuple | list) else value

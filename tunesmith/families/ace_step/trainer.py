@@ -44,7 +44,7 @@ from tunesmith.train.holdout import split_holdout
 from tunesmith.train.optimizers import OptimizerError, OptimizerSettings, build_optimizer
 from tunesmith.train.order import Order
 from tunesmith.train.schedules import horizon_steps, lr_scheduler, warmup_cosine
-from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
+from tunesmith.train.state import load_trainer_state, trainer_state
 from tunesmith.train.trainer import PeftNames, StepReport
 
 TARGET_WINDOW = 5  # epochs in the moving average the target loss is tested on (HOT-Step's ma5)
@@ -284,27 +284,20 @@ class AceStepTrainer:
     # --- state ---------------------------------------------------------------------------------
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
-        optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
-        order_tensors, order_document = self.order.state("order")
-        tensors = {
-            **params_state(self.params),
-            **optimizer_tensors,
-            "rng.train": self.generator.get_state(),
-            **order_tensors,
-        }
-        document = {
-            "optimizer": optimizer_document,
-            **order_document,
+        tensors, document = trainer_state(
+            self.params, self.optimizer, self.order, "order", **self._counters()
+        )
+        return {**tensors, "rng.train": self.generator.get_state()}, document
+
+    def _counters(self) -> dict:
+        return {
             "updates": self.updates,
             "epoch_losses": self.epoch_losses,
             "epoch_sum": self.epoch_sum,
         }
-        return tensors, document
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
-        load_params(self.params, tensors)
-        load_optimizer_state(self.optimizer, tensors, document["optimizer"])
-        self.order.load_state(tensors, document, "order")
+        load_trainer_state(self.params, self.optimizer, self.order, "order", tensors, document)
         self.generator.set_state(tensors["rng.train"])
         self.updates = document["updates"]
         self.epoch_losses, self.epoch_sum = document["epoch_losses"], document["epoch_sum"]

@@ -52,7 +52,7 @@ from tunesmith.train.holdout import split_holdout
 from tunesmith.train.optimizers import OptimizerError, OptimizerSettings, build_optimizer
 from tunesmith.train.order import Order
 from tunesmith.train.schedules import horizon_steps, lr_scheduler, warmup_cosine
-from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
+from tunesmith.train.state import load_trainer_state, trainer_state
 from tunesmith.train.trainer import PeftNames, StepReport
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -277,22 +277,15 @@ class PlannerTrainer:
     # --- state ---------------------------------------------------------------------------------
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
-        optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
-        order_tensors, order_document = self.order.state("order")
-        tensors = {**params_state(self.params), **optimizer_tensors, **order_tensors}
-        document = {
-            "optimizer": optimizer_document,
-            **order_document,
+        counters = {
             "updates": self.updates,
             "epoch_losses": self.epoch_losses,
             "epoch_sum": self.epoch_sum,
         }
-        return tensors, document
+        return trainer_state(self.params, self.optimizer, self.order, "order", **counters)
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
-        load_params(self.params, tensors)
-        load_optimizer_state(self.optimizer, tensors, document["optimizer"])
-        self.order.load_state(tensors, document, "order")
+        load_trainer_state(self.params, self.optimizer, self.order, "order", tensors, document)
         self.updates = document["updates"]
         self.epoch_losses, self.epoch_sum = document["epoch_losses"], document["epoch_sum"]
         self.scheduler = self._scheduler(self.updates)

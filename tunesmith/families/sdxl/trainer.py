@@ -38,7 +38,7 @@ from tunesmith.media.writers import write_png
 from tunesmith.train import distributed
 from tunesmith.train.holdout import LAST_OF_SORTED, split_holdout
 from tunesmith.train.order import WRAP, Order, OrderPolicy
-from tunesmith.train.state import load_optimizer_state, load_params, optimizer_state, params_state
+from tunesmith.train.state import load_trainer_state, trainer_state
 from tunesmith.train.trainer import PeftNames, StepReport
 
 ORDER = OrderPolicy(end=WRAP)  # kohya's and diffusers' loaders: a step fills from the next pass
@@ -171,18 +171,9 @@ class SdxlTrainer:
             stale.unlink(missing_ok=True)
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
-        optimizer_tensors, optimizer_document = optimizer_state(self.optimizer)
-        order_tensors, order_document = self.order.state("sampler")
-        tensors = {
-            **params_state(self.params),
-            **optimizer_tensors,
-            "rng.train": self.generator.get_state(),
-            **order_tensors,
-        }
-        return tensors, {"optimizer": optimizer_document, **order_document}
+        tensors, document = trainer_state(self.params, self.optimizer, self.order, "sampler")
+        return {**tensors, "rng.train": self.generator.get_state()}, document
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
-        load_params(self.params, tensors)
-        load_optimizer_state(self.optimizer, tensors, document["optimizer"])
+        load_trainer_state(self.params, self.optimizer, self.order, "sampler", tensors, document)
         self.generator.set_state(tensors["rng.train"])
-        self.order.load_state(tensors, document, "sampler")
