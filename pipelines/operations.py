@@ -22,7 +22,12 @@ from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.report import read_report
 from tunesmith.store import Store
 from tunesmith.store.atomic import sweep_tree
-from tunesmith.train.config import ConfigError, base_model_folder, dataset_plan, load_plan
+from tunesmith.train.config import (
+    ConfigError,
+    base_model_folder,
+    base_model_problems,
+    dataset_plan,
+)
 from tunesmith.train.holdout import on_training_items_note
 
 
@@ -56,9 +61,13 @@ def run(names: list[str]) -> int:
         return 1
     for name, key in renamed(folders).items():
         print(f"dataset folder {name!r} is partition {key!r}")
-    bad = {key: problem for key, folder in folders.items() if (problem := config_problem(folder))}
-    for key, problem in bad.items():
-        print(f"== {key}: not built: {problem}")
+    # What the person must fix is said here, before any work: a build that cannot train its runs
+    # would otherwise publish empty tables over the last good build's.
+    bad = {key: found for key, folder in folders.items() if (found := problems(folder, roots))}
+    for key, found in bad.items():
+        print(f"== {key}: not built:")
+        for line in found:
+            print(_indented(line))
     folders = {key: folder for key, folder in folders.items() if key not in bad}
     if not folders:
         return 1
@@ -75,42 +84,44 @@ def run(names: list[str]) -> int:
     return 1 if bad else code
 
 
-def config_problem(folder: Path) -> str:
-    """The dataset's tunesmith.toml problem in one line, or "" when its runs resolve (a file
-    without runs has none: the default run needs no walk of the folder)."""
+def problems(folder: Path, roots: Roots) -> list[str]:
+    """What stops the dataset's runs from starting, a line each: its `tunesmith.toml`
+    (`tunesmith.train.config.ConfigError`), then each run's base model."""
+    return _checked(folder, roots)[1]
+
+
+def _checked(folder: Path, roots: Roots) -> tuple[list[str], list[str]]:
+    """(what is fine, what is not) of the dataset's runs and their base models."""
     try:
-        load_plan(folder)
+        plan = dataset_plan(folder)
     except ConfigError as exc:
-        return str(exc)
-    return ""
+        return [], exc.problems
+    fine, found = [f"note: {note}" for note in plan.notes], []
+    for run in plan.runs:
+        problem = base_model_problems([run], roots.models)
+        if not problem:
+            base = base_model_folder(run, roots.models)
+            fine.append(f"run {run.name}: {run.family}, base model {base}: ok")
+        found += problem
+        if note := on_training_items_note(run.train.holdout):
+            fine.append(f"run {run.name}: {note}")
+    return fine, found
+
+
+def _indented(text: str) -> str:
+    return "  " + text.replace("\n", "\n    ")
 
 
 def check(names: list[str]) -> int:
     """Validate each dataset's runs and base models without building anything."""
-    from tunesmith import family as families
-
-    roots, problems = Roots.from_env(), 0
+    roots, failed = Roots.from_env(), 0
     for key, folder in _select(names).items():
         print(f"== {key} ({folder})")
-        try:
-            plan = dataset_plan(folder)
-        except ConfigError as exc:
-            print(f"  {exc}")
-            problems += 1
-            continue
-        for note in plan.notes:
-            print(f"  note: {note}")
-        for run in plan.runs:
-            base = base_model_folder(run, roots.models)
-            try:
-                families.get(run.family).check_base_model(base)
-                print(f"  run {run.name}: {run.family}, base model {base}: ok")
-            except ValueError as exc:
-                problems += 1
-                print(f"  run {run.name}: base model {base}: " + str(exc).replace("\n", "\n    "))
-            if note := on_training_items_note(run.train.holdout):
-                print(f"  run {run.name}: {note}")
-    return 1 if problems else 0
+        fine, found = _checked(folder, roots)
+        for line in fine + found:
+            print(_indented(line))
+        failed += bool(found)
+    return 1 if failed else 0
 
 
 GRACE_SECONDS = 20.0  # how long a signalled build may take to close its run before a kill

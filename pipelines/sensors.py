@@ -14,7 +14,7 @@ import dagster as dg
 from assets.common import datasets
 from pipelines.instance import reap_dead_runs
 from pipelines.jobs import build_dataset
-from pipelines.operations import config_problem
+from pipelines.operations import problems
 from resources.storage import StorageResource
 from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.dataset.manifest import fast_fingerprint
@@ -40,7 +40,7 @@ def dataset_folder_sensor(
     known = set(context.instance.get_dynamic_partitions(datasets.name))
     new = sorted(set(current) - known)
     for key in new:  # said when the dataset is registered, not after its first stages ran
-        if problem := config_problem(folders[key]):
+        for problem in problems(folders[key], storage.roots()):
             context.log.warning(f"dataset {key}: {problem}")
     changed = sorted(k for k, fp in current.items() if previous.get(k) != fp)
     return dg.SensorResult(

@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import threading
+import traceback
 from pathlib import Path
 
 import pandas as pd
@@ -65,12 +66,33 @@ def main(argv: list[str] | None = None) -> int:
         try:
             train(pipes, extras)
         except EXPECTED as exc:
-            reason = str(exc) or type(exc).__name__
-            with contextlib.suppress(OSError):  # the disk may be the problem
-                Path(extras["error_path"]).write_text(json.dumps({"error": reason}))
-            pipes.log.error(reason)
-            return 1
+            return _stopped(pipes, extras, str(exc) or type(exc).__name__)
+        except KeyboardInterrupt:  # the build is being stopped (it says so itself)
+            return _stopped(pipes, extras, "stopped by a signal")
+        except Exception as exc:  # a defect, not a stop a person can act on
+            return _stopped(pipes, extras, _defect(exc, Path(extras["run_dir"]) / "error.log"))
     return 0
+
+
+def _stopped(pipes, extras: dict, reason: str) -> int:
+    """Hand the one-line reason to the asset (error.json) and the Dagster run; exit 1."""
+    with contextlib.suppress(OSError):  # the disk may be the problem
+        Path(extras["error_path"]).write_text(json.dumps({"error": reason}))
+    pipes.log.error(reason)
+    return 1
+
+
+def _defect(exc: Exception, log: Path) -> str:
+    """One line for an error no check foresaw; its traceback goes to `log` (the run's
+    error.log), where a bug report can take it from."""
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+        where = f"the traceback is in {log}"
+    except OSError:
+        where = "its traceback could not be written"
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return f"training failed on an unexpected error ({type(exc).__name__}: {first}); {where}"
 
 
 def train(pipes, extras: dict) -> None:
@@ -317,8 +339,13 @@ def rank_main(launch_path: Path) -> int:
         )
         try:
             rank_train(extras, placement, log)
-        except EXPECTED as exc:
-            reason = str(exc) or type(exc).__name__
+        except (KeyboardInterrupt, Exception) as exc:
+            if isinstance(exc, EXPECTED):
+                reason = str(exc) or type(exc).__name__
+            elif isinstance(exc, KeyboardInterrupt):
+                reason = "stopped by a signal"
+            else:
+                reason = _defect(exc, lines.with_suffix(".traceback"))
             with contextlib.suppress(OSError):
                 lines.with_suffix(".error").write_text(reason, encoding="utf-8")
             log(reason)
@@ -430,4 +457,7 @@ def _one_line(parts: list[str]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # a signal before or after training: the build says so itself
+        sys.exit(1)

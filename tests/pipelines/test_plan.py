@@ -3,6 +3,7 @@ read with a note the build prints), and the later stages read the plan, not the 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -19,7 +20,7 @@ OLDER_FORM = """\
 [[runs]]
 name = "plan"
 family = "ace-step"
-base_model = "no-such-model"
+base_model = "moved-away"
 [runs.adapter]
 target = "planner"
 [runs.train]
@@ -41,8 +42,12 @@ def build(instance, storage, stages: list[str]) -> dg.ExecuteInProcessResult:
     return result
 
 
-def test_a_planner_run_in_the_older_form_is_planned_once_with_a_note(storage, instance):
+def test_a_planner_run_in_the_older_form_is_planned_once_with_a_note(
+    storage, instance, tiny_ace_step
+):
     folder = Path(storage.datasets_root) / "songs"
+    model = Path(storage.models_root) / "moved-away"
+    shutil.copytree(tiny_ace_step, model)  # whole when the build starts, gone mid-build
     write_clip(folder / "clip0.wav", seconds=1.0)
     (folder / "tunesmith.toml").write_text(OLDER_FORM)
     lines = summary(build(instance, storage, ["manifest"]))
@@ -55,6 +60,7 @@ def test_a_planner_run_in_the_older_form_is_planned_once_with_a_note(storage, in
     # The later stages take the runs from the plan: an edit of the file after the manifest
     # stage reaches them with the next build's plan, not in the middle of this one.
     (folder / "tunesmith.toml").write_text(OLDER_FORM.replace('"plan"', '"renamed"'))
+    shutil.rmtree(model)
     result = build(instance, storage, ["labels", "encoded"])
     (encoded,) = [
         e

@@ -36,21 +36,29 @@ from pathlib import Path
 from typing import Any
 
 from tunesmith import family as families
+from tunesmith.train import schema
+from tunesmith.train.schema import Count, NonNegative, Number, Positive, Seed, Whole
 from tunesmith.store import content_key
+from tunesmith.dataset.settings import SettingsError, read_settings
 from tunesmith.store.atomic import json_bytes, write_if_changed
 
 
 class ConfigError(ValueError):
-    """A `tunesmith.toml` that cannot be used; the message names the file and the key."""
+    """A `tunesmith.toml` that cannot be used: one line per problem (`problems`), each naming
+    the file, the run, the key, the value and what is allowed."""
+
+    def __init__(self, problems: str | list[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
 
 
 @dataclass(frozen=True)
 class AdapterConfig:
     """What every family's adapter section has."""
 
-    type: str = "lora"
-    rank: int = 16
-    alpha: float | None = None  # None: alpha = rank
+    type: str = "lora"  # each family allows its own types
+    rank: Count = 16
+    alpha: Positive | None = None  # None: alpha = rank
 
     @property
     def scale_alpha(self) -> float:
@@ -61,20 +69,22 @@ class AdapterConfig:
 class TrainConfig:
     """What every family's train section has."""
 
-    steps: int | None = 1000  # None only where the family's trainer sets the count
-    lr: float = 1e-4
-    batch_size: int = 1
-    seed: int = 42
-    grad_clip: float = 0.0  # off
-    checkpoint_every: int = 1000  # the full state (and the family's periodic files)
-    eval_every: int = 100  # validation (and samples) cadence
-    holdout: int | None = None  # None: a tenth of the items, 1 to 4 (tunesmith.train.holdout)
-    cap: float | None = None  # GB the run may use; None: three quarters of the machine's
+    steps: Count | None = 1000  # None only where the family's trainer sets the count
+    lr: Positive = 1e-4
+    batch_size: Count = 1
+    seed: Seed = 42
+    grad_clip: NonNegative = 0.0  # 0: off
+    checkpoint_every: Count = 1000  # the full state (and the family's periodic files)
+    eval_every: Count = 100  # validation (and samples) cadence
+    # None: a tenth of the items, 1 to 4; 0: none, validation on training items
+    # (tunesmith.train.holdout)
+    holdout: Whole | None = None
+    cap: Positive | None = None  # GB the run may use; None: three quarters of the machine's
     # Data-parallel training (docs/deploy.md, "Several GPUs"): processes per machine and
     # machines, passed to torchrun; rank 0's machine where there are several. Where the run
     # trains, not what: left out of the run's key and of the lineage in its files.
-    devices: int = 1
-    nodes: int = 1
+    devices: Count = 1
+    nodes: Count = 1
     master_addr: str = ""  # host or host:port (port 29500 when not given)
 
 
@@ -83,10 +93,10 @@ class DemoConfig:
     """One demo render: the same prompt and seed with and without the adapter."""
 
     prompt: str = ""  # "{trigger}" is replaced by the run's trigger word
-    seed: int = 42
-    steps: int = 50
-    cfg: float = 7.0
-    strength: float = 1.0  # adapter strength for the adapter side
+    seed: Seed = 42
+    steps: Count = 50
+    cfg: Number = 7.0
+    strength: Number = 1.0  # adapter strength for the adapter side
 
 
 @dataclass(frozen=True)
@@ -231,24 +241,41 @@ def _tuples(table: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_plan(folder: Path) -> Plan:
-    """The dataset's `tunesmith.toml` resolved once: every error is found here. Without
-    `[[runs]]` the plan waits for the dataset's media (`Plan.with_default`)."""
+    """The dataset's `tunesmith.toml` resolved once: every error is found here, every one of
+    them (ConfigError, a line each). Without `[[runs]]` the plan waits for the dataset's media
+    (`Plan.with_default`)."""
     path = folder / "tunesmith.toml"
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
-    _check_keys(document, {"runs", "dataset"}, str(path))  # [dataset]: tunesmith.dataset.settings
+    found = [
+        f"{path}: [{key}] is not a table of tunesmith.toml; it has [dataset] and [[runs]]"
+        for key in sorted(set(document) - {"runs", "dataset"})
+    ]
+    try:
+        read_settings(folder)  # [dataset]: the labels stage's, checked before any work too
+    except SettingsError as exc:
+        found.append(str(exc))
     if "runs" not in document:
+        if found:
+            raise ConfigError(found)
         return Plan((), default=True)
-    runs = document.get("runs", [])
-    if not isinstance(runs, list) or not runs:
-        raise ConfigError(f"{path}: expected one or more [[runs]] tables")
+    runs = document["runs"]
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+        raise ConfigError([*found, f"{path}: runs must be one or more [[runs]] tables"])
     notes: list[str] = []
-    resolved = [resolve_run(run, path, i, notes) for i, run in enumerate(runs)]
+    resolved = []
+    for i, run in enumerate(runs):
+        try:
+            resolved.append(resolve_run(run, path, i, notes))
+        except ConfigError as exc:
+            found += exc.problems
     names = [r.name for r in resolved]
     if len(set(names)) != len(names):
-        raise ConfigError(f"{path}: run names must differ, got {names}")
+        found.append(f"{path}: run names must differ, got {', '.join(names)}")
+    if found:
+        raise ConfigError(found)
     return Plan(tuple(resolved), tuple(notes))
 
 
@@ -257,14 +284,26 @@ def load_runs(folder: Path, media_kind: str) -> list[RunConfig]:
     return list(load_plan(folder).with_default(media_kind).runs)
 
 
+TOP_TYPES = {"name": str, "family": str, "base_model": str, "trigger": str}
+
+
 def resolve_run(
     raw: dict[str, Any], path: Path, index: int, notes: list[str] | None = None
 ) -> RunConfig:
-    """One `[[runs]]` table as its family's run, defaults filled in and checked. A table in a
-    form a family reads under another family's name (`ConfigSections.moved`) is read as that
-    family's, and its note is added to `notes`."""
-    where = f"{path} [[runs]] #{index + 1}"
-    _check_keys(raw, RUN_KEYS, where)
+    """One `[[runs]]` table as its family's run, defaults filled in and checked: the types,
+    ranges and allowed values of the family's schema (`tunesmith.train.schema`), then the
+    checks across settings. A table in a form a family reads under another family's name
+    (`ConfigSections.moved`) is read as that family's, and its note is added to `notes`."""
+    name = raw.get("name")
+    where = f'{path}: run "{name}"' if isinstance(name, str) else f"{path}: [[runs]] #{index + 1}"
+    found = []
+    for key, value in raw.items():
+        if key not in RUN_KEYS:
+            found.append(
+                f"{where}: {key} is not a setting of a run; a run has {', '.join(sorted(RUN_KEYS))}"
+            )
+        elif key in TOP_TYPES and not isinstance(value, str):
+            found.append(f"{where}: {key} = {schema.toml_text(value)}: must be a string")
     known = families.all_families()
     for candidate in known.values():
         moved = candidate.config.moved(raw) if candidate.config.moved else None
@@ -273,94 +312,62 @@ def resolve_run(
             if notes is not None:
                 notes.append(f"{path}: {note}")
             break
-    family = known.get(raw.get("family", ""))
+    family = known.get(raw.get("family", "")) if isinstance(raw.get("family"), str) else None
     if family is None:
-        raise ConfigError(
-            f"{where}: family must be one of {', '.join(sorted(known))}, got {raw.get('family')!r}"
-        )
+        given = schema.toml_text(raw["family"]) if "family" in raw else "left out"
+        names = ", ".join(schema.toml_text(k) for k in sorted(known))
+        found.append(f"{where}: family = {given}: must be one of {names}")
+        raise ConfigError(found)
     sections = family.config
-    trigger = str(raw.get("trigger", ""))
-    adapter = _section(sections.adapter, raw.get("adapter", {}), f"{where} adapter")
-    train = _section(sections.train, raw.get("train", {}), f"{where} train")
-    demos = tuple(
-        _demo(sections.demo, d, f"{where} demos #{i + 1}", trigger)
-        for i, d in enumerate(raw.get("demos") or sections.default_demos)
-    )
+    tables = {}
+    for section, cls in (("adapter", sections.adapter), ("train", sections.train)):
+        table = raw.get(section, {})
+        if isinstance(table, dict):
+            found += schema.problems(cls, table, where, section)
+            tables[section] = table
+        else:
+            found.append(f"{where}: {section} = {schema.toml_text(table)}: must be a table")
+    demos = raw.get("demos") or list(sections.default_demos)
+    if not isinstance(demos, list) or not all(isinstance(d, dict) for d in demos):
+        found.append(f"{where}: demos = {schema.toml_text(demos)}: must be [[runs.demos]] tables")
+        demos = []
+    for i, demo in enumerate(demos):
+        found += schema.problems(sections.demo, demo, where, f"demos[{i + 1}]")
+    if found:
+        raise ConfigError(found)
+    trigger = raw.get("trigger", "")
     run = RunConfig(
-        name=str(raw.get("name") or f"{family.name}-{index + 1}"),
+        name=raw.get("name") or f"{family.name}-{index + 1}",
         family=family.name,
-        base_model=str(raw.get("base_model", family.default_base_model)),
+        base_model=raw.get("base_model", family.default_base_model),
         trigger=trigger,
-        adapter=adapter,
-        train=train,
-        demos=tuple(dict.fromkeys(demos)),  # the defaults coincide when there is no trigger
+        adapter=_section(sections.adapter, tables["adapter"]),
+        train=_section(sections.train, tables["train"]),
+        # the default demos coincide when there is no trigger
+        demos=tuple(dict.fromkeys(_demo(sections.demo, d, trigger) for d in demos)),
     )
     run = sections.complete(run)
-    validate(run, where)
+    found = checks_across(run)
+    if found:
+        raise ConfigError([f"{where}: {line}" for line in found])
     return run
 
 
-def _section(cls: type, raw: Any, where: str):
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a table, got {raw!r}")
-    _check_keys(raw, {f.name for f in fields(cls)}, where)
-    lists = {k: tuple(v) for k, v in raw.items() if isinstance(v, list)}  # frozen: tuples
-    return cls(**{**raw, **lists})
+def _section(cls: type, table: dict[str, Any]):
+    """A checked table as its frozen section (lists as tuples)."""
+    return cls(**_tuples(table))
 
 
-def _demo(cls: type, raw: Any, where: str, trigger: str):
-    if isinstance(raw, cls):
-        return raw
-    demo = _section(cls, raw, where)
-    demo = replace(demo, prompt=str(demo.prompt).replace("{trigger}", trigger))
-    problems = []
-    if isinstance(demo.seed, bool) or not isinstance(demo.seed, int):
-        problems.append(f"seed must be an integer, got {demo.seed!r}")
-    if isinstance(demo.steps, bool) or not isinstance(demo.steps, int) or demo.steps < 1:
-        problems.append(f"steps must be an integer ≥ 1, got {demo.steps!r}")
-    problems += demo.problems() if hasattr(demo, "problems") else []
-    if problems:
-        raise ConfigError(f"{where}: " + "; ".join(problems))
-    return demo
+def _demo(cls: type, table: dict[str, Any], trigger: str):
+    demo = _section(cls, table)
+    return replace(demo, prompt=demo.prompt.replace("{trigger}", trigger))
 
 
-def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
-        )
-
-
-def validate(run: RunConfig, where: str) -> None:
-    """The shared checks, then the family's own (`Family.config.problems`)."""
-    a, t = run.adapter, run.train
-    problems = []
-    if isinstance(a.rank, bool) or not isinstance(a.rank, int) or a.rank < 1:
-        problems.append(f"adapter.rank must be an integer ≥ 1, got {a.rank!r}")
-    if a.alpha is not None and not a.alpha > 0:
-        problems.append(f"adapter.alpha must be > 0, got {a.alpha!r}")
-    if not t.lr > 0:
-        problems.append(f"train.lr must be > 0, got {t.lr!r}")
-    for key in ("steps", "batch_size", "checkpoint_every", "eval_every"):
-        value = getattr(t, key)
-        if key == "steps" and value is None:
-            continue  # the family's trainer decides (an epoch horizon, for one)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(f"train.{key} must be an integer ≥ 1, got {value!r}")
-    if t.grad_clip < 0:
-        problems.append(f"train.grad_clip must be ≥ 0 (0 = off), got {t.grad_clip!r}")
-    if t.cap is not None and (
-        isinstance(t.cap, bool) or not isinstance(t.cap, int | float) or not t.cap > 0
-    ):
-        problems.append(f"train.cap must be a number of gigabytes > 0, got {t.cap!r}")
-    holdout = t.holdout
-    if holdout is not None and (type(holdout) is not int or holdout < 0):  # bool is no count
-        problems.append(f"train.holdout must be an integer ≥ 0 (0: none), got {holdout!r}")
-    problems += _launch_problems(run)
-    problems += families.get(run.family).config.problems(run)
-    if problems:
-        raise ConfigError(f"{where}: " + "; ".join(problems))
+def checks_across(run: RunConfig) -> list[str]:
+    """The checks of settings that hang together (the processes of a several-GPU run), then
+    the family's own (`Family.config.problems`); each value's own type and range is the
+    schema's, checked before."""
+    return _launch_problems(run) + families.get(run.family).config.problems(run)
 
 
 def _launch_problems(run: RunConfig) -> list[str]:
@@ -397,6 +404,19 @@ def base_model_folder(run: RunConfig, models_root: Path) -> Path:
     """The run's base model folder: absolute as given, else under the models root."""
     path = Path(run.base_model).expanduser()
     return path if path.is_absolute() else models_root / path
+
+
+def base_model_problems(runs, models_root: Path) -> list[str]:
+    """A line per run whose base model folder is missing or not whole (its family's
+    `check_base_model`): such a run cannot start."""
+    found = []
+    for run in runs:
+        base = base_model_folder(run, models_root)
+        try:
+            families.get(run.family).check_base_model(base)
+        except ValueError as exc:
+            found.append(f"run {run.name}: base model {base}: {exc}")
+    return found
 
 
 def media_kind(kinds: list[str]) -> str:

@@ -138,6 +138,8 @@ def train(
                     f"{name}: loss is {report.loss} at step {run.step + 1}; training stopped. "
                     f"Last good checkpoint: {kept}"
                 )
+            if report.note:
+                log(f"{name}: {report.note}")
             if report.epoch != run.epoch:
                 bar.close()
                 bar = _bar(run.step, report.epoch, progress or sys.stdout, disable=not main)

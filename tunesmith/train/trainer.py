@@ -34,6 +34,7 @@ class StepReport:
     epoch: int
     fields: dict[str, float] = field(default_factory=dict)
     stop: str = ""
+    note: str = ""  # one line for the run's log about what this step saw (the data, say)
 
 
 class AdapterNames(Protocol):

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from tunesmith.families.sdxl import files
 from tunesmith.families.sdxl.model import encode_captions, encode_images, load_pipeline
 from tunesmith.families.sdxl.objective import Picture, SdxlLora, time_ids
+from tunesmith.train.trainer import TrainingError
 
 SIZE = 64
 
@@ -158,12 +159,24 @@ def test_slope_matches_backward(tiny_sdxl, pictures, level):
     assert 0.999 <= slope / sq <= 1.001, (slope, sq)
 
 
-def test_first_step_check_raises_on_a_dead_layer(tiny_sdxl, pictures):
+def test_first_step_check_raises_on_a_dead_layer_and_notes_still_self_attention(
+    tiny_sdxl, pictures
+):
     _, lora = _trainer(tiny_sdxl)
     t, eps1, noise = lora.draw(pictures[:1], torch.Generator().manual_seed(0))
     lora.backward(pictures[:1], t, eps1, noise)  # every B has a gradient: no error
-    lora.b_parameters()[0].grad.zero_()
-    with pytest.raises(RuntimeError, match="zero"):
+    assert lora.gradient_note == ""
+    factors = lora.named_factors()
+    query = next(n for n in factors if n.endswith("attn1.to_q"))
+    factors[query][1].grad.zero_()  # what pictures of one flat colour do to a query
+    note = lora.check_gradients()
+    assert note.startswith("1 self-attention query/key layer(s) got no gradient") and query in note
+    value = next(n for n in factors if n.endswith("attn2.to_v"))
+    factors[value][1].grad.zero_()
+    with pytest.raises(TrainingError, match=r"1 adapter layer\(s\) got no usable gradient"):
+        lora.check_gradients()
+    factors[value][1].grad.fill_(float("nan"))
+    with pytest.raises(TrainingError, match="the loss overflowed"):
         lora.check_gradients()
 
 

@@ -19,9 +19,22 @@ docs/conventions/ace-step.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Annotated, Literal
 
 from tunesmith.families.ace_step.text import LANGUAGES, TAG_POSITIONS
 from tunesmith.train.config import AdapterConfig, DemoConfig, TrainConfig
+from tunesmith.train.schema import (
+    Count,
+    Fraction,
+    Ge,
+    Gt,
+    Interval,
+    Le,
+    NonNegative,
+    Number,
+    Positive,
+    Share,
+)
 
 ADAPTER_TYPES = ("lora", "lokr")
 ATTENTION = ("both", "self", "cross")  # Side-Step's attention_type
@@ -52,68 +65,59 @@ TYPE_DEFAULTS = {
     },
 }
 ACCUMULATION = 4  # HOT-Step's grad accumulation for both types (micro-batches)
+Percent = Annotated[int, Interval(ge=0, le=100)]
 
 
 @dataclass(frozen=True)
 class AceStepAdapter(AdapterConfig):
-    type: str = "lora"  # HOT-Step trains "lora" or "lokr" on the DiT
-    rank: int | None = None  # LoRA rank / LoKr dim; None: 128 / 512 (HOT-Step)
-    alpha: float | None = None  # None: 2 x rank for LoRA (r128/α256), = dim for LoKr (512/512)
-    factor: int = 6  # LoKr's Kronecker factor (HOT-Step); -1: PEFT's automatic split
-    attention: str = "both"  # Side-Step's attention_type: self, cross or both attentions
+    type: Literal[ADAPTER_TYPES] = "lora"  # HOT-Step trains "lora" or "lokr" on the DiT
+    rank: Count | None = None  # LoRA rank / LoKr dim; None: 128 / 512 (HOT-Step)
+    alpha: Positive | None = None  # None: 2 x rank for LoRA (r128/α256), = dim for LoKr (512/512)
+    factor: Literal[-1] | Annotated[int, Ge(2)] = 6  # LoKr's Kronecker factor (HOT-Step); -1:
+    # PEFT's automatic split
+    attention: Literal[ATTENTION] = "both"  # Side-Step's attention_type
     target_mlp: bool = True  # HOT-Step: the MLP projections too (gate, up, down)
 
 
 @dataclass(frozen=True)
 class AceStepTrain(TrainConfig):
-    steps: int | None = None  # None: the whole epoch horizon (module docstring)
-    epochs: int | None = None  # the schedule's horizon; None: 400 LoRA / 250 LoKr (HOT-Step)
-    lr: float | None = None  # None: 5e-4 LoRA / 2e-3 LoKr (HOT-Step)
-    accumulation: int | None = None  # micro-batches an optimizer step; None: 4 (HOT-Step)
-    batch_size: int = 1  # crops a micro-batch (HOT-Step's default; only 1, see problems)
-    grad_clip: float = 1.0  # global-norm clip (HOT-Step, Side-Step)
-    warmup: float = 0.05  # share of the horizon in linear warmup from lr 0 (HOT-Step)
-    lr_floor: float = 0.1  # the cosine's end, a share of the peak (HOT-Step)
-    optimizer: str = "muon"  # HOT-Step's DiT default; "adamw" the alternative
-    muon_min_dim: int = 16  # 2-D parameters with a shorter side go to AdamW (HOT-Step)
-    muon_lr_scale: float = 20.0  # Muon's lr = the schedule's x this (HOT-Step's sweep)
-    target_loss: float | None = None  # stop at this 5-epoch average; None: 0.6 LoKr, off LoRA
-    loss_weighting: str | None = None  # None: flow_snr LoRA (HOT-Step), none LoKr (HOT-Step)
-    snr_gamma: float = 5.0  # the weights' clamp (Side-Step's snr_gamma)
-    t_bias: float = 0.5  # flow_snr's (1 - t)^bias emphasis of low noise (Side-Step)
-    cfg_dropout: float = 0.15  # share of crops trained on the null condition (Side-Step)
-    timestep_mu: float | None = None  # None: the model's config, else ACE-Step 1.5's -0.4
-    timestep_sigma: float | None = None  # None: the model's config, else ACE-Step 1.5's 1.0
-    crop_frames: int = 750  # latent frames a crop (30 s; HOT-Step's measured crop)
-    tag_position: str | None = None  # None: the dataset's (labels); prepend/append/replace
-    genre_ratio: int | None = None  # percent on genre tags; None: the dataset's, else 30
-    unreadable_lyrics: str = "skip"  # a lyrics file that is not UTF-8: skip the item, or
-    # "instrumental": train it as an instrumental (only when the person says so)
-    eval_every: int = 100
-    checkpoint_every: int = 500
+    steps: Count | None = None  # None: the whole epoch horizon (module docstring)
+    epochs: Count | None = None  # the schedule's horizon; None: 400 LoRA / 250 LoKr (HOT-Step)
+    lr: Positive | None = None  # None: 5e-4 LoRA / 2e-3 LoKr (HOT-Step)
+    accumulation: Count | None = None  # micro-batches an optimizer step; None: 4 (HOT-Step)
+    batch_size: Count = 1  # crops a micro-batch (HOT-Step's default; only 1, see problems)
+    grad_clip: NonNegative = 1.0  # global-norm clip (HOT-Step, Side-Step)
+    warmup: Share = 0.05  # share of the horizon in linear warmup from lr 0 (HOT-Step)
+    lr_floor: Fraction = 0.1  # the cosine's end, a share of the peak (HOT-Step)
+    optimizer: Literal[OPTIMIZERS] = "muon"  # HOT-Step's DiT default; "adamw" the alternative
+    muon_min_dim: Count = 16  # 2-D parameters with a shorter side go to AdamW (HOT-Step)
+    muon_lr_scale: Positive = 20.0  # Muon's lr = the schedule's x this (HOT-Step's sweep)
+    target_loss: NonNegative | None = None  # stop at this 5-epoch average; None: 0.6 LoKr,
+    # off LoRA; 0: off
+    loss_weighting: Literal[LOSS_WEIGHTINGS] | None = None  # None: flow_snr LoRA, none LoKr
+    # (HOT-Step)
+    snr_gamma: Positive = 5.0  # the weights' clamp (Side-Step's snr_gamma)
+    t_bias: Number = 0.5  # flow_snr's (1 - t)^bias emphasis of low noise (Side-Step)
+    cfg_dropout: Share = 0.15  # share of crops trained on the null condition (Side-Step)
+    timestep_mu: Number | None = None  # None: the model's config, else ACE-Step 1.5's -0.4
+    timestep_sigma: Positive | None = None  # None: the model's config, else ACE-Step 1.5's 1.0
+    crop_frames: Count = 750  # latent frames a crop (30 s; HOT-Step's measured crop)
+    tag_position: Literal[TAG_POSITIONS] | None = None  # None: the dataset's (labels)
+    genre_ratio: Percent | None = None  # percent on genre tags; None: the dataset's, else 30
+    unreadable_lyrics: Literal[UNREADABLE_LYRICS] = "skip"  # a lyrics file that is not UTF-8:
+    # skip the item, or "instrumental": train it as an instrumental (only when the person says so)
+    eval_every: Count = 100
+    checkpoint_every: Count = 500
 
 
 @dataclass(frozen=True)
 class AceStepDemo(DemoConfig):
     lyrics: str = ""  # "": [Instrumental], as an item without lyrics trains
-    language: str = "en"  # the lyrics' language code (ACE-Step's VALID_LANGUAGES)
-    duration: float = 30.0  # seconds
-    steps: int = 32  # ACE-Step 1.5's docs: 32-64 for base models
-    cfg: float = 7.0  # ACE-Step 1.5's guidance_scale default
-    shift: float = 3.0  # diffusers' AceStepPipeline default
-
-    def problems(self) -> list[str]:
-        found = []
-        if not isinstance(self.duration, int | float) or not 0 < self.duration <= MAX_DEMO_SECONDS:
-            limit = f"(0, {MAX_DEMO_SECONDS:.0f}]"
-            found.append(f"duration must be in {limit} s, got {self.duration!r}")
-        if self.language not in LANGUAGES:
-            found.append(
-                f"language must be an ACE-Step language code like 'en', got {self.language!r}"
-            )
-        if not isinstance(self.shift, int | float) or not self.shift > 0:
-            found.append(f"shift must be > 0, got {self.shift!r}")
-        return found
+    language: Literal[tuple(sorted(LANGUAGES))] = "en"  # ACE-Step's VALID_LANGUAGES
+    duration: Annotated[Number, Gt(0), Le(MAX_DEMO_SECONDS)] = 30.0  # seconds
+    steps: Count = 32  # ACE-Step 1.5's docs: 32-64 for base models
+    cfg: Number = 7.0  # ACE-Step 1.5's guidance_scale default
+    shift: Positive = 3.0  # diffusers' AceStepPipeline default
 
 
 def fill(run):
@@ -138,18 +142,15 @@ def fill(run):
 
 
 def problems(run) -> list[str]:
+    """The rules across settings; each setting's own type and range is the schema's."""
     a, t = run.adapter, run.train
     found = []
-    if a.type not in ADAPTER_TYPES:
-        found.append(f"adapter.type must be one of {', '.join(ADAPTER_TYPES)}, got {a.type!r}")
-    if a.attention not in ATTENTION:
+    if t.batch_size != 1:
         found.append(
-            f"adapter.attention must be one of {', '.join(ATTENTION)}, got {a.attention!r}"
+            "train.batch_size must be 1 for ace-step (HOT-Step's default): diffusers' ACE-Step "
+            "DiT attends to every conditioning token, so crops of different songs cannot share "
+            "a micro-batch; use train.accumulation for more crops an update"
         )
-    factor = a.factor
-    if isinstance(factor, bool) or not isinstance(factor, int) or not (factor == -1 or factor >= 2):
-        found.append(f"adapter.factor must be -1 (automatic) or an integer ≥ 2, got {factor!r}")
-    found += _train_problems(t)
     moved = (t.lr != TYPE_DEFAULTS["lokr"]["lr"], t.accumulation != ACCUMULATION)
     if a.type == "lokr" and moved[0] != moved[1]:
         found.append(
@@ -158,70 +159,6 @@ def problems(run) -> list[str]:
             "found 2e-3 at 4 and 1e-2 at 20 equal (the same lr per sample under linear scaling); "
             "one without the other is untested. Set both, e.g. lr = 2e-3 x accumulation / 4"
         )
-    return found
-
-
-def _train_problems(t) -> list[str]:
-    found = shared_train_problems(t)
-    value = t.crop_frames
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        found.append(f"train.crop_frames must be an integer ≥ 1, got {value!r}")
-    if t.batch_size != 1:
-        found.append(
-            "train.batch_size must be 1 for ace-step (HOT-Step's default): diffusers' ACE-Step "
-            "DiT attends to every conditioning token, so crops of different songs cannot share "
-            "a micro-batch; use train.accumulation for more crops an update"
-        )
-    if t.loss_weighting not in LOSS_WEIGHTINGS:
-        found.append(
-            f"train.loss_weighting must be one of {', '.join(LOSS_WEIGHTINGS)}, got "
-            f"{t.loss_weighting!r}"
-        )
-    value = t.cfg_dropout
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 0.999999:
-        found.append(f"train.cfg_dropout must be in [0, 1), got {value!r}")
-    if not t.snr_gamma > 0:
-        found.append(f"train.snr_gamma must be > 0, got {t.snr_gamma!r}")
-    if t.timestep_sigma is not None and not t.timestep_sigma > 0:
-        found.append(f"train.timestep_sigma must be > 0, got {t.timestep_sigma!r}")
-    return found
-
-
-def shared_train_problems(t) -> list[str]:
-    """The checks of the settings both ACE-Step trainers have, the DiT's and the planner's
-    (`tunesmith.families.ace_step_planner.config`): the horizon, the optimizer and schedule,
-    and how an item's texts are made."""
-    found = []
-    for key in ("epochs", "accumulation", "muon_min_dim"):
-        value = getattr(t, key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            found.append(f"train.{key} must be an integer ≥ 1, got {value!r}")
-    if t.optimizer not in OPTIMIZERS:
-        found.append(f"train.optimizer must be one of {', '.join(OPTIMIZERS)}, got {t.optimizer!r}")
-    if t.tag_position is not None and t.tag_position not in TAG_POSITIONS:
-        found.append(
-            f"train.tag_position must be one of {', '.join(TAG_POSITIONS)}, got {t.tag_position!r}"
-        )
-    if t.unreadable_lyrics not in UNREADABLE_LYRICS:
-        found.append(
-            f"train.unreadable_lyrics must be one of {', '.join(UNREADABLE_LYRICS)}, "
-            f"got {t.unreadable_lyrics!r}"
-        )
-    ratio = t.genre_ratio
-    if ratio is not None and (
-        isinstance(ratio, bool) or not isinstance(ratio, int) or not 0 <= ratio <= 100
-    ):
-        found.append(f"train.genre_ratio must be a whole percent from 0 to 100, got {ratio!r}")
-    for key in ("warmup", "lr_floor"):
-        closed = key == "lr_floor"
-        value, top = getattr(t, key), 1.0 if closed else 0.999999
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= top:
-            interval = "[0, 1]" if closed else "[0, 1)"
-            found.append(f"train.{key} must be in {interval}, got {value!r}")
-    if not t.muon_lr_scale > 0:
-        found.append(f"train.muon_lr_scale must be > 0, got {t.muon_lr_scale!r}")
-    if t.target_loss is not None and t.target_loss < 0:
-        found.append(f"train.target_loss must be ≥ 0 (0: off), got {t.target_loss!r}")
     return found
 
 

@@ -19,9 +19,11 @@ every default are in docs/conventions/ace-step.md, "Training the planner LM".
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Literal
 
 from tunesmith.families.ace_step import config as dit
 from tunesmith.train.config import AdapterConfig, TrainConfig
+from tunesmith.train.schema import Count, Fraction, NonNegative, Positive, Share
 
 NAME = "ace-step-planner"
 PLANNER = "acestep-5Hz-lm-1.7B"  # the planner a run trains when it names none
@@ -30,34 +32,35 @@ ALPHA_PER_RANK = 2.0  # HOT-Step's LM LoRA: alpha 32 at rank 16
 
 @dataclass(frozen=True)
 class PlannerAdapter(AdapterConfig):
-    type: str = "lora"  # HOT-Step trains the planner with a LoRA
-    rank: int = 16  # HOT-Step's LM rank
-    alpha: float | None = None  # None: 2 x rank (HOT-Step's r16/α32)
+    type: Literal["lora"] = "lora"  # HOT-Step trains the planner with a LoRA
+    rank: Count = 16  # HOT-Step's LM rank
+    alpha: Positive | None = None  # None: 2 x rank (HOT-Step's r16/α32)
     planner: str = PLANNER  # the planner folder; relative: beside the base model, else in it
 
 
 @dataclass(frozen=True)
 class PlannerTrain(TrainConfig):
-    steps: int | None = None  # None: the whole epoch horizon (module docstring)
-    epochs: int = 75  # HOT-Step's LM horizon
-    lr: float = 1e-4  # HOT-Step's LM lr
-    accumulation: int = 2  # items an optimizer step (HOT-Step's LM accumulation)
-    batch_size: int = 1  # items a micro-batch: the trainer takes one at a time
-    grad_clip: float = 1.0  # global-norm clip (HOT-Step, Side-Step)
-    warmup: float = 0.05  # share of the horizon in linear warmup from lr 0 (HOT-Step)
-    lr_floor: float = 0.1  # the cosine's end, a share of the peak (HOT-Step)
-    optimizer: str = "muon"  # HOT-Step's; "adamw" the alternative
-    muon_min_dim: int = 16  # 2-D parameters with a shorter side go to AdamW (HOT-Step)
-    muon_lr_scale: float = 20.0  # Muon's lr = the schedule's x this (HOT-Step's sweep)
-    target_loss: float = 4.0  # stop at this 5-epoch average (HOT-Step's LM); 0: off
+    steps: Count | None = None  # None: the whole epoch horizon (module docstring)
+    epochs: Count = 75  # HOT-Step's LM horizon
+    lr: Positive = 1e-4  # HOT-Step's LM lr
+    accumulation: Count = 2  # items an optimizer step (HOT-Step's LM accumulation)
+    batch_size: Count = 1  # items a micro-batch: the trainer takes one at a time
+    grad_clip: NonNegative = 1.0  # global-norm clip (HOT-Step, Side-Step)
+    warmup: Share = 0.05  # share of the horizon in linear warmup from lr 0 (HOT-Step)
+    lr_floor: Fraction = 0.1  # the cosine's end, a share of the peak (HOT-Step)
+    optimizer: Literal[dit.OPTIMIZERS] = "muon"  # HOT-Step's; "adamw" the alternative
+    muon_min_dim: Count = 16  # 2-D parameters with a shorter side go to AdamW (HOT-Step)
+    muon_lr_scale: Positive = 20.0  # Muon's lr = the schedule's x this (HOT-Step's sweep)
+    target_loss: NonNegative = 4.0  # stop at this 5-epoch average (HOT-Step's LM); 0: off
     # The share of items an epoch trained on the trigger alone instead of their captions
     # (HOT-Step's LM caption dropout; kohya's caption_dropout_rate defaults to 0 too).
-    caption_dropout: float = 0.0
-    tag_position: str | None = None  # None: the dataset's (labels); prepend/append/replace
-    genre_ratio: int | None = None  # percent on genre tags; None: the dataset's, else 30
-    unreadable_lyrics: str = "skip"  # as the DiT's: skip the item, or "instrumental"
-    eval_every: int = 100
-    checkpoint_every: int = 500
+    caption_dropout: Fraction = 0.0
+    tag_position: Literal[dit.TAG_POSITIONS] | None = None  # None: the dataset's (labels)
+    genre_ratio: dit.Percent | None = None  # percent on genre tags; None: the dataset's, else 30
+    unreadable_lyrics: Literal[dit.UNREADABLE_LYRICS] = "skip"  # as the DiT's: skip the item,
+    # or "instrumental"
+    eval_every: Count = 100
+    checkpoint_every: Count = 500
 
 
 def fill(run):
@@ -69,23 +72,16 @@ def fill(run):
 
 
 def problems(run) -> list[str]:
-    a, t = run.adapter, run.train
+    """The rules the schema does not say; each setting's own type and range is its."""
     found = []
-    if a.type != "lora":
-        found.append(
-            f"adapter.type must be lora (HOT-Step trains the planner with a LoRA), got {a.type!r}"
-        )
-    if not str(a.planner or "").strip():
+    if not run.adapter.planner.strip():
         found.append("adapter.planner must name the planner folder (acestep-5Hz-lm-*)")
-    if t.batch_size != 1:
+    if run.train.batch_size != 1:
         found.append(
             "train.batch_size must be 1 for ace-step-planner: the trainer takes one item a "
             "micro-batch; use train.accumulation for more items an update"
         )
-    value = t.caption_dropout
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        found.append(f"train.caption_dropout must be in [0, 1], got {value!r}")
-    return found + dit.shared_train_problems(t)
+    return found
 
 
 def moved(raw: dict) -> tuple[dict, str] | None:

@@ -29,7 +29,7 @@ class Sdxl(Family):
     data_parallel = True  # DistributedDataParallel over the adapter (trainer.py)
     item_keys = ("path", "entry", "caption_entry")  # its posterior and its caption's encoding
     config = ConfigSections(
-        settings.SdxlAdapter, settings.SdxlTrain, settings.SdxlDemo, check=settings.problems
+        settings.SdxlAdapter, settings.SdxlTrain, settings.SdxlDemo
     )
     files_check = "sdxl_files"
     backends = MappingProxyType(

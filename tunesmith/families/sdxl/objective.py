@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from tunesmith.train.trainer import TrainingError
+
 TARGET_MODULES = ("to_q", "to_k", "to_v", "to_out.0")
 VALIDATION_LEVELS = (125, 375, 625, 875)
 RANK = 16
@@ -131,6 +133,7 @@ class SdxlLora:
         if self.prediction_type not in ("epsilon", "v_prediction"):
             raise ValueError(f"prediction_type {self.prediction_type!r}: epsilon or v_prediction")
         self._checked = False
+        self.gradient_note = ""  # check_gradients' note at the first step, for the run's log
 
     # -- the factors ----------------------------------------------------------------------
 
@@ -214,26 +217,45 @@ class SdxlLora:
             loss.backward()
             value = loss.detach().item()
         if not self._checked:
-            self.check_gradients()
+            self.gradient_note = self.check_gradients()
             self._checked = True
         return value
 
-    def check_gradients(self) -> None:
-        """Every layer's B has a gradient that is finite and not zero (raise otherwise)."""
-        bad = []
+    def check_gradients(self) -> str:
+        """Every layer's B has a gradient that is finite and not zero, at the first step.
+
+        Returns a note where only self-attention queries and keys got none: those layers see
+        positions that are all alike (pictures of one flat colour, or a side so small the
+        attention blocks see little), so attention cannot shift between them; the run trains
+        its other layers and the note says why these wait. Raises TrainingError otherwise."""
+        zero, broken = [], []
         for name, (_, b) in self.named_factors().items():
             g = b.grad
-            if g is None or not torch.isfinite(g).all() or not g.abs().sum() > 0:
-                why = (
-                    "none" if g is None else ("not finite" if not torch.isfinite(g).all() else "0")
-                )
-                bad.append(f"{name} ({why})")
-        if bad:
-            raise RuntimeError(
-                f"{len(bad)} LoRA B gradient(s) missing, not finite or zero at the first step: "
-                + ", ".join(bad[:10])
-                + (" …" if len(bad) > 10 else "")
+            if g is None:
+                broken.append(f"{name} (none)")
+            elif not torch.isfinite(g).all():
+                broken.append(f"{name} (not finite)")
+            elif not g.abs().sum() > 0:
+                (zero if _self_attention_query_or_key(name) else broken).append(name)
+        if broken:
+            finite = all("not finite" not in b for b in broken)
+            what = (
+                "the adapter does not reach the loss there (a model this trainer does not know)"
+                if finite
+                else "the loss overflowed: lower train.lr, or train in float32"
             )
+            raise TrainingError(
+                f"{len(broken)} adapter layer(s) got no usable gradient at the first step "
+                f"({_first(broken)}): {what}"
+            )
+        if not zero:
+            return ""
+        return (
+            f"{len(zero)} self-attention query/key layer(s) got no gradient at the first step "
+            f"({_first(zero)}): every position they see is alike, as in pictures of one flat "
+            "colour or at a small train.size; they learn once the pictures have detail there, "
+            "the other layers train now"
+        )
 
     @torch.no_grad()
     def validation_loss(self, validation: ValidationSet) -> float:
@@ -247,3 +269,11 @@ class SdxlLora:
                 total += self.squared_error([picture], t, eps1[i : i + 1], noise[i : i + 1]).item()
                 count += eps1[i].numel()
         return total / count
+
+
+def _self_attention_query_or_key(name: str) -> bool:
+    return ".attn1.to_q" in name or ".attn1.to_k" in name
+
+
+def _first(names: list[str], shown: int = 4) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")

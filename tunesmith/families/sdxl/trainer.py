@@ -89,7 +89,7 @@ def shared_train_step(
         distributed.global_share(local, count, world).backward()
     loss = distributed.global_sum(local) / count
     if not lora._checked:
-        lora.check_gradients()
+        lora.gradient_note = lora.check_gradients()
         lora._checked = True
     if math.isfinite(loss):  # the same on every rank: the gradients and loss are global
         if grad_clip > 0:
@@ -144,8 +144,9 @@ class SdxlTrainer:
         loss, t = step(
             self.lora, self.optimizer, pictures, self.generator, self.run.train.grad_clip
         )
+        note, self.lora.gradient_note = self.lora.gradient_note, ""
         return StepReport(
-            loss, t.float().mean().item(), self.order.epoch, {"lr": self.run.train.lr}
+            loss, t.float().mean().item(), self.order.epoch, {"lr": self.run.train.lr}, note=note
         )
 
     def validation_loss(self) -> float:
