@@ -15,7 +15,7 @@ import dagster as dg
 
 from resources.compute import GPU_POOL
 from resources.k8s import gpu_step_tags
-from tunesmith.report import StageResult, write_stage
+from tunesmith.report import StageResult, record_outputs, warning_lines, write_stage
 from tunesmith.store import Store
 from tunesmith.store.atomic import DiskFull
 from tunesmith.train.config import ConfigError
@@ -144,6 +144,7 @@ def stage_output(
     if store is not None and store.evictions:
         result.extra["evicted"] = list(store.evictions)
     report = write_stage(dataset_out, result)
+    record_outputs(dataset_out, result.stage, value)
     md: dict[str, Any] = {
         "items": result.items,
         "cached": result.cached,
@@ -159,6 +160,8 @@ def stage_output(
         md["skipped_list"] = dg.MetadataValue.json([asdict(s) for s in shown(result.skipped)[0]])
     if result.extra.get("evicted"):
         md["evicted"] = capped_text(result.extra["evicted"])
+    if result.extra.get("warnings"):  # what the command line prints of them
+        md["warning_lines"] = "\n".join(warning_lines(result.extra["warnings"]))
     md = {k: _cut(v) if isinstance(v, str) else v for k, v in md.items()}
     return dg.Output(value, data_version=dg.DataVersion(result.data_version), metadata=md)
 

@@ -76,6 +76,8 @@ def summary(result: dg.ExecuteInProcessResult) -> list[str]:
             lines.append(f"      … and {md['skipped'] - len(listed)} more skipped: see the report")
         for line in (md.get("evicted") or "").splitlines():
             lines.append(f"      {line}")
+        for line in (md.get("warning_lines") or "").splitlines():
+            lines.append(f"      warning: {line}")
         for run in md.get("runs_summary") or []:
             lines.append(
                 f"      run {run['run']}: validation loss {run['base_loss']:.4f} (base) → "

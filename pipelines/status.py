@@ -18,6 +18,7 @@ from pipelines.instance import open_instance, reap_dead_runs
 from pipelines.operations import _select
 from resources.storage import StorageResource
 from tunesmith.dataset.manifest import fast_fingerprint
+from tunesmith.report import edited_outputs, output_files
 from tunesmith.store import Store
 
 STAGES = [a.key for a in ASSETS]  # in dependency order
@@ -45,30 +46,19 @@ def status(names: list[str]) -> int:
     return 0
 
 
-# Columns of the stage tables that name files a build wrote.
-OUTPUT_COLUMNS = (
-    "latents",
-    "sidecar",
-    "best_path",
-    "last_path",
-    "wav",
-    "mp3",
-    "spectrogram",
-    "image",
-    "page",
-)
-
-
 def _lost_output(out: Path, stage: str) -> str:
     """The first file the stage's last build wrote that is gone, as a cause; "" if none."""
     table = out / f"{stage}.parquet"
     if not table.exists():
         return f"its table {table} is missing"
-    frame = pd.read_parquet(table)
-    for column in (c for c in OUTPUT_COLUMNS if c in frame):
-        for path in frame[column].dropna():
-            if path and not Path(path).exists():
-                return f"{path} is missing (the next build writes it again)"
+    paths = output_files(pd.read_parquet(table))
+    for path in paths:
+        if not Path(path).exists():
+            return f"{path} is missing (the next build writes it again)"
+    edited = edited_outputs(out, stage, paths)
+    if edited:
+        more = f" and {len(edited) - 1} more" if len(edited) > 1 else ""
+        return f"{edited[0]}{more} edited by hand: rebuilt next time"
     return ""
 
 

@@ -19,6 +19,7 @@ fields from the next source. The precedence between sources is in `dataset.field
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import re
@@ -111,9 +112,18 @@ def candidates(rel: str) -> dict[str, list[str]]:
     }
 
 
+# UTF-32's marks first: UTF-32 LE's begins with UTF-16 LE's.
+BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
 def read_sidecar(name: str, rel: str, data: bytes) -> Source:
     """The Source a sidecar's bytes make; LabelError naming `rel` when they cannot be read."""
-    text = _utf8(rel, data)
+    text = sidecar_text(rel, data)
     if name == "json":
         return _json_source(rel, text)
     if name == "caption.txt":
@@ -125,7 +135,18 @@ def read_sidecar(name: str, rel: str, data: bytes) -> Source:
     return Source(name, rel, {"caption": text.strip()} if text.strip() else {})
 
 
-def _utf8(rel: str, data: bytes) -> str:
+def sidecar_text(rel: str, data: bytes) -> str:
+    """The text of a sidecar: UTF-8 (with or without a BOM), or UTF-16/32 that says so with its
+    BOM (Windows' Notepad saves "Unicode" as UTF-16 LE with one): unambiguous, so read."""
+    for bom, codec in BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(codec)
+            except UnicodeDecodeError as exc:
+                raise LabelError(
+                    f"{rel}: starts with a {codec.upper()} byte-order mark but is not {codec} "
+                    f"after it ({exc.reason} at offset {exc.start + len(bom)}); save it as UTF-8"
+                ) from exc
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

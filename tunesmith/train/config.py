@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from tunesmith import family as families
+from tunesmith.dataset.settings import SettingsError, read_settings
+from tunesmith.store import content_key
+from tunesmith.store.atomic import json_bytes, write_if_changed
 from tunesmith.train import schema
 from tunesmith.train.schema import Count, NonNegative, Number, Positive, Seed, Whole
-from tunesmith.store import content_key
-from tunesmith.dataset.settings import SettingsError, read_settings
-from tunesmith.store.atomic import json_bytes, write_if_changed
 
 
 class ConfigError(ValueError):
@@ -327,7 +327,8 @@ def resolve_run(
             tables[section] = table
         else:
             found.append(f"{where}: {section} = {schema.toml_text(table)}: must be a table")
-    demos = raw.get("demos") or list(sections.default_demos)
+    demos = raw.get("demos", [])
+    demos = demos if demos != [] else list(sections.default_demos)  # none given: the family's
     if not isinstance(demos, list) or not all(isinstance(d, dict) for d in demos):
         found.append(f"{where}: demos = {schema.toml_text(demos)}: must be [[runs.demos]] tables")
         demos = []

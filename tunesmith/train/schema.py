@@ -133,7 +133,8 @@ def _constraint(constraint: Any) -> list[str]:
 
 
 def _plural(words: str) -> str:
-    for single, many in (("an integer", "integers"), ("a number", "numbers"), ("a string", "strings")):
+    plurals = (("an integer", "integers"), ("a number", "numbers"), ("a string", "strings"))
+    for single, many in plurals:
         if words.startswith(single):
             return many + words[len(single) :]
     return words

@@ -28,6 +28,7 @@ import pandas as pd
 import tunesmith
 from tunesmith import family as families
 from tunesmith.backends.placement import Placement
+from tunesmith.report import edited_outputs
 from tunesmith.store import bytes_on_disk, content_key
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.train.config import RunConfig, computed, world_size
@@ -54,7 +55,10 @@ class RunPlan:
         if not self.result_path.exists():
             return False
         result = json.loads(self.result_path.read_text(encoding="utf-8"))
-        return all(Path(p).exists() for p in (result["best_path"], result["last_path"]))
+        files = [result["best_path"], result["last_path"]]
+        out = self.run_dir.parent.parent  # <out>/adapters/<run folder>
+        # a file edited by hand is written again from the run's state, as a deleted one is
+        return all(Path(p).exists() for p in files) and not edited_outputs(out, "adapters", files)
 
     def metadata(self, manifest_version: str) -> dict[str, str]:
         """Lineage written into every adapter file (docs/design.md, "Adapter files")."""

@@ -68,18 +68,15 @@ def dataset_genre_ratio(folder: Path) -> int | None:
 
 
 def unreadable_lyrics(folder: Path, rel: str) -> str | None:
-    """Why the item's `<stem>.lyrics.txt` cannot be read as UTF-8, or None (no such file, or
-    it reads)."""
+    """Why the item's `<stem>.lyrics.txt` cannot be read as text (as the labels stage reads a
+    sidecar), or None (no such file, or it reads)."""
     for candidate in sidecars.candidates(rel)["lyrics.txt"]:
         path = folder / candidate
         if path.is_file():
-            data = path.read_bytes()
             try:
-                data.decode("utf-8-sig")
-            except UnicodeDecodeError as exc:
-                return (
-                    f"{candidate}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-                )
+                sidecars.sidecar_text(candidate, path.read_bytes())
+            except sidecars.LabelError as exc:
+                return str(exc)
     return None
 
 

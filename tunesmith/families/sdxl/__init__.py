@@ -28,9 +28,7 @@ class Sdxl(Family):
     default_for_media = True
     data_parallel = True  # DistributedDataParallel over the adapter (trainer.py)
     item_keys = ("path", "entry", "caption_entry")  # its posterior and its caption's encoding
-    config = ConfigSections(
-        settings.SdxlAdapter, settings.SdxlTrain, settings.SdxlDemo
-    )
+    config = ConfigSections(settings.SdxlAdapter, settings.SdxlTrain, settings.SdxlDemo)
     files_check = "sdxl_files"
     backends = MappingProxyType(
         {

@@ -276,4 +276,5 @@ def _self_attention_query_or_key(name: str) -> bool:
 
 
 def _first(names: list[str], shown: int = 4) -> str:
-    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more

@@ -32,9 +32,7 @@ class StableAudio3(Family):
     default_for_media = True
     data_parallel = True  # torch: DistributedDataParallel; MLX: ranks under mlx.launch
     item_keys = ("path", "entry", "pieces")  # its latents and its prompt pieces
-    config = ConfigSections(
-        settings.Sa3Adapter, settings.Sa3Train, settings.Sa3Demo
-    )
+    config = ConfigSections(settings.Sa3Adapter, settings.Sa3Train, settings.Sa3Demo)
     files_check = "underfit_contract"
     backends = MappingProxyType(
         {

@@ -30,7 +30,8 @@ MAX_DEMO_SECONDS = 600.0  # Stable Audio 3 is trained on up to 600 s (underfit's
 
 @dataclass(frozen=True)
 class Sa3Adapter(AdapterConfig):
-    type: Literal[ADAPTER_TYPES] = "dora-rows"  # underfit's product default (its dashboard), not its config-layer lora
+    # underfit's product default (its dashboard), not its config-layer lora
+    type: Literal[ADAPTER_TYPES] = "dora-rows"
     rank: Count = 16  # underfit's README default; alpha None: alpha = rank (underfit)
     include: tuple[str, ...] = ()  # substrings of underfit's layer names; [i-j] ranges
     exclude: tuple[str, ...] = ()
