@@ -82,13 +82,19 @@ def instance():
         yield instance
 
 
-def materialize(instance, storage: StorageResource, partition: str) -> dict[str, dict]:
-    """Materialize every stage of one dataset; returns stage → metadata values, and
-    "checks" → {check name: passed}."""
+def materialize(
+    instance, storage: StorageResource, partition: str, stages: list[str] | None = None
+) -> dict[str, dict]:
+    """Materialize every stage of one dataset (or `stages`); returns stage → metadata values,
+    and "checks" → {check name: passed}."""
     if not instance.has_dynamic_partition("datasets", partition):
         instance.add_dynamic_partitions("datasets", [partition])
     result = dg.materialize(
-        ASSETS, instance=instance, resources=resources(storage), partition_key=partition
+        ASSETS,
+        instance=instance,
+        resources=resources(storage),
+        partition_key=partition,
+        selection=stages,
     )
     assert result.success
     stages = {

@@ -188,7 +188,8 @@ def test_side_steps_key_value_txt_is_read_field_by_field() -> None:
         ("txt", "caf\xe9 loop".encode("latin-1"), "song.txt: not UTF-8 (byte 0xe9 at offset 3)"),
         ("json", b'{"prompt": "half', "song.json: not valid JSON"),
         ("json", b'["a", "list"]', "song.json: expected a JSON object of tags, got list"),
-        ("lyrics.txt", b"\xff\xfe\x00", "song.lyrics.txt: not UTF-8"),
+        ("lyrics.txt", b"\xc3\x28", "song.lyrics.txt: not UTF-8"),
+        ("txt", b"\xff\xfe\x00", "song.txt: starts with a UTF-16-LE byte-order mark but is not"),
     ],
 )
 def test_a_broken_sidecar_is_an_error_naming_it(name: str, data: bytes, message: str) -> None:

@@ -259,8 +259,8 @@ def _flip(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_damaged_store_entries_are_found_evicted_and_computed_again(world, reference):
-    world.rebuild()
+def test_damaged_store_entries_are_found_evicted_and_computed_again(built, reference):
+    world = built  # the module's built world: this test leaves it as it found it
     latents = _store_files(world, "latents.npy")[0]
     latents.write_bytes(latents.read_bytes()[:200])  # truncated
     _flip(_store_files(world, "audio.wav")[0])
@@ -287,6 +287,7 @@ def test_sigterm_stops_a_build_cleanly_and_the_next_one_continues(world, referen
     assert proc.wait(60) == 128 + signal.SIGTERM
     log = (world.root / "build.log").read_text()
     assert "stopped by SIGTERM" in log
+    assert "Traceback" not in log, log
     assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     world.rebuild()
     assert world.outputs() == reference
@@ -320,8 +321,8 @@ def test_a_full_disk_is_one_line_and_the_next_build_continues(world, built, refe
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
-def test_a_deleted_adapter_file_is_written_again_from_the_state(world, reference):
-    world.rebuild()
+def test_a_deleted_adapter_file_is_written_again_from_the_state(built, reference):
+    world = built  # the module's built world: this test leaves it as it found it
     run_dir = world.run_dir()
     best = next((run_dir / "checkpoints").glob("*-best-step=*.safetensors"))
     last = run_dir / "checkpoints" / "clips-lora-step=40-epoch=13.safetensors"
@@ -333,3 +334,39 @@ def test_a_deleted_adapter_file_is_written_again_from_the_state(world, reference
     out = world.rebuild()
     assert "adapters   items    1  computed    1" in out  # trained 0 steps: files rewritten
     assert world.outputs() == reference
+
+
+def test_outputs_edited_by_hand_are_said_and_written_again(built, reference):
+    world = built  # the module's built world: this test leaves it as it found it
+    wav = next((world.out / "clips" / "renders").rglob("*.wav"))
+    best = next((world.run_dir() / "checkpoints").glob("*-best-step=*.safetensors"))
+    for path in (wav, best):
+        with open(path, "ab") as f:
+            f.write(b"edited")
+    status = world.status()
+    assert f"{wav} edited by hand: rebuilt next time" in status, status
+    assert f"{best} edited by hand: rebuilt next time" in status, status
+    world.rebuild()
+    assert world.outputs() == reference
+
+
+def test_a_moved_base_model_stops_the_build_before_it_unpublishes_anything(built, reference):
+    world = built  # the module's built world: this test leaves it as it found it
+    tables = {p.name: p.read_bytes() for p in (world.out / "clips").glob("*.parquet")}
+    report = (world.out / "clips" / "report.json").read_bytes()
+    model = Path(world.env["TUNESMITH_MODELS"]) / "tiny-stable-audio-3"
+    away = model.with_name("moved-away")
+    model.rename(away)
+    try:
+        done = world.cli("run", "clips")
+        check = world.cli("check", "clips")
+    finally:
+        away.rename(model)
+    assert done.returncode == 1 and check.returncode == 1, done.stdout
+    said = f"run clips-lora: base model {model}"
+    assert said in done.stdout and said in check.stdout, done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    assert {p.name: p.read_bytes() for p in (world.out / "clips").glob("*.parquet")} == tables
+    assert (world.out / "clips" / "report.json").read_bytes() == report
+    assert world.outputs() == reference  # the adapters and renders are still listed and whole
+    assert world.status().count(" fresh ") == len(STAGES)

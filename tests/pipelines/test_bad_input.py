@@ -9,6 +9,8 @@ import pytest
 from tests.conftest import materialize, write_clip, write_image
 from tunesmith.dataset.folders import partition_key
 
+LABELLED = ["manifest", "labels"]  # the stages these files reach (no base model here)
+
 
 def make_bad_dataset(folder: Path) -> None:
     write_clip(folder / "good.wav")
@@ -35,7 +37,7 @@ def make_bad_dataset(folder: Path) -> None:
 def test_each_bad_item_is_skipped_with_a_message_naming_it(storage, instance):
     folder = Path(storage.datasets_root) / "bad"
     make_bad_dataset(folder)
-    md = materialize(instance, storage, "bad")
+    md = materialize(instance, storage, "bad", LABELLED)
     report = json.loads((Path(storage.out_root) / "bad" / "report.json").read_text())
     skipped = {
         stage: {s["path"]: s["reason"] for s in report["stages"][stage]["skipped"]}
@@ -68,7 +70,7 @@ def test_each_bad_item_is_skipped_with_a_message_naming_it(storage, instance):
 
 def test_nothing_is_left_half_written(storage, instance):
     make_bad_dataset(Path(storage.datasets_root) / "bad")
-    materialize(instance, storage, "bad")
+    materialize(instance, storage, "bad", LABELLED)
     for root in (storage.out_root, storage.store_root):
         assert not [p for p in Path(root).rglob(".tmp-*")]
 
@@ -77,11 +79,11 @@ def test_nothing_is_left_half_written(storage, instance):
 def test_a_bad_file_is_not_decoded_again_until_it_changes(storage, instance):
     folder = Path(storage.datasets_root) / "bad"
     make_bad_dataset(folder)
-    materialize(instance, storage, "bad")
-    again = materialize(instance, storage, "bad")
+    materialize(instance, storage, "bad", LABELLED)
+    again = materialize(instance, storage, "bad", LABELLED)
     assert again["labels"]["analysed"] == 0 and again["labels"]["skipped"] == 5
     write_clip(folder / "truncated.wav", bpm=133)  # repaired (new content)
-    repaired = materialize(instance, storage, "bad")
+    repaired = materialize(instance, storage, "bad", LABELLED)
     assert repaired["labels"]["analysed"] == 1 and repaired["labels"]["skipped"] == 4
 
 
@@ -89,6 +91,6 @@ def test_a_folder_name_that_is_not_a_partition_key_still_builds(storage, instanc
     name = "loops...v2\tfinal"
     write_clip(Path(storage.datasets_root) / name / "a.wav")
     key = partition_key(name)
-    md = materialize(instance, storage, key)
+    md = materialize(instance, storage, key, LABELLED)
     assert md["labels"]["computed"] == 1
     assert (Path(storage.out_root) / key / "report.json").exists()

@@ -52,7 +52,13 @@ def test_sensor_writes_nothing_that_retriggers_it(storage, instance):
     write_clip(root / "drums" / "a.wav")
     first = tick(instance, storage)
     apply_partitions(instance, first)
-    dg.materialize(ASSETS, instance=instance, resources=resources(storage), partition_key="drums")
+    dg.materialize(
+        ASSETS,
+        instance=instance,
+        resources=resources(storage),
+        partition_key="drums",
+        selection=["manifest", "labels"],  # the stages that run without a base model
+    )
     assert tick(instance, storage, first.cursor).run_requests == []
 
 

@@ -58,24 +58,39 @@ family = "stable-audio-3"
 @pytest.mark.parametrize(
     "text,message",
     [
-        ('[[runs]]\nfamily = "stable-audio-3"\nrnak = 3', "unknown key\\(s\\) rnak; allowed: "),
-        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.adapter]\nrank = 0', "rank must be"),
-        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nlr = 0.0', "lr must be > 0"),
-        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nlrr = 1', "allowed: .*lr"),
-        ('[[runs]]\nfamily = "midi"', "family must be one of"),
-        ("runs = 3", "expected one or more"),
+        (
+            '[[runs]]\nfamily = "stable-audio-3"\nrnak = 3',
+            "rnak is not a setting of a run; a run has adapter, base_model",
+        ),
+        (
+            '[[runs]]\nfamily = "stable-audio-3"\n[runs.adapter]\nrank = 0',
+            "adapter.rank = 0: must be an integer ≥ 1",
+        ),
+        (
+            '[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nlr = 0.0',
+            "train.lr = 0.0: must be a number > 0",
+        ),
+        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nlrr = 1', "did you mean lr\\? the train settings are"),
+        ('[[runs]]\nfamily = "midi"', 'family = "midi": must be one of "ace-step"'),
+        ("runs = 3", "runs must be one or more \\[\\[runs\\]\\] tables"),
         ("[[runs]\n", "not valid TOML"),
-        ('[[runs]]\nfamily = "sdxl"\n[runs.train]\nsize = 100', "size must be a positive multiple"),
-        ('[[runs]]\nfamily = "sdxl"\n[runs.train]\ncap = 0', "cap must be a number of gigabytes"),
+        (
+            '[[runs]]\nfamily = "sdxl"\n[runs.train]\nsize = 100',
+            "train.size = 100: must be an integer ≥ 8 and a multiple of 8",
+        ),
+        ('[[runs]]\nfamily = "sdxl"\n[runs.train]\ncap = 0', "train.cap = 0: must be a number > 0"),
         (
             '[[runs]]\nfamily = "sdxl"\n[runs.train]\ncfg_dropout = 0.2',
-            r"train: unknown key\(s\) cfg_dropout; allowed: ",
+            r"train.cfg_dropout is not a setting; the train settings are batch_size",
         ),
         (
             '[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nsize = 512',
-            r"train: unknown key\(s\) size; allowed: ",
+            r"train.size is not a setting; the train settings are batch_size",
         ),
-        ('[[runs]]\nfamily = "sdxl"\n[runs.adapter]\ntype = "dora-rows"', "sdxl family trains"),
+        (
+            '[[runs]]\nfamily = "sdxl"\n[runs.adapter]\ntype = "dora-rows"',
+            'adapter.type = "dora-rows": must be "lora"',
+        ),
     ],
 )
 def test_bad_config_names_the_file_and_what_was_expected(tmp_path, text, message):
@@ -95,12 +110,12 @@ def test_default_demos_are_an_empty_prompt_and_the_trigger(tmp_path):
 @pytest.mark.parametrize(
     "demo,message",
     [
-        ("duration = 0", "duration must be in"),
-        ("duration = 601", "duration must be in"),
-        ("steps = 0", "steps must be an integer"),
-        ('seed = "x"', "seed must be an integer"),
-        ("seed = 1.5", "seed must be an integer"),
-        ("tempo = 3", "unknown key\\(s\\) tempo"),
+        ("duration = 0", "duration = 0: must be a number > 0 and ≤ 600"),
+        ("duration = 601", "duration = 601: must be a number > 0 and ≤ 600"),
+        ("steps = 0", "steps = 0: must be an integer ≥ 1"),
+        ('seed = "x"', 'seed = "x": must be an integer ≥ 0'),
+        ("seed = 1.5", "seed = 1.5: must be an integer ≥ 0"),
+        ("tempo = 3", "tempo is not a setting; did you mean steps\\? the demo settings"),
     ],
 )
 def test_a_bad_demo_names_its_entry(tmp_path, demo, message):
@@ -109,7 +124,7 @@ def test_a_bad_demo_names_its_entry(tmp_path, demo, message):
         f'[[runs]]\nfamily = "stable-audio-3"\n[[runs.demos]]\nprompt = "a"\n'
         f"[[runs.demos]]\n{demo}\n",
     )
-    with pytest.raises(ConfigError, match=f"demos #2: .*{message}"):
+    with pytest.raises(ConfigError, match=f"demos\\[2\\]\\.{message}"):
         load_runs(tmp_path, "audio")
 
 
@@ -264,5 +279,5 @@ crop_frames = 128
     assert 'read as family = "ace-step-planner"' in note and "run plan" in note
     assert "adapter.attention, train.crop_frames: left out" in note
     dit = write(tmp_path, '[[runs]]\nfamily = "ace-step"\n[runs.adapter]\ntarget = "dit"\n')
-    with pytest.raises(ConfigError, match="unknown key\\(s\\) target"):
+    with pytest.raises(ConfigError, match="adapter.target is not a setting"):
         load_plan(dit)

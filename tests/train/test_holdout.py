@@ -75,7 +75,7 @@ def test_a_holdout_that_leaves_no_training_item_is_refused_in_one_line(policy):
 def test_holdout_must_be_a_count_and_zero_has_a_note():
     raw = {"name": "r", "family": "stable-audio-3", "base_model": "m"}
     for bad in (-1, "2", True, 1.5):
-        with pytest.raises(ConfigError, match="train.holdout must be an integer ≥ 0"):
+        with pytest.raises(ConfigError, match="train.holdout = .*: must be an integer ≥ 0"):
             resolve_run({**raw, "train": {"holdout": bad}}, Path("tunesmith.toml"), 0)
     run = resolve_run({**raw, "train": {"holdout": 0}}, Path("tunesmith.toml"), 0)
     assert on_training_items_note(run.train.holdout) == (

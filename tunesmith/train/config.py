@@ -413,10 +413,15 @@ def base_model_problems(runs, models_root: Path) -> list[str]:
     found = []
     for run in runs:
         base = base_model_folder(run, models_root)
+        family = families.get(run.family)
         try:
-            families.get(run.family).check_base_model(base)
+            family.check_base_model(base)
         except ValueError as exc:
-            found.append(f"run {run.name}: base model {base}: {exc}")
+            found.append(
+                f"run {run.name}: base model {base}: {exc}\nPut the {family.title} base model "
+                "there in diffusers' layout (README, \"Base models\"), or set the run's base_model "
+                "in tunesmith.toml."
+            )
     return found
 
 

@@ -72,22 +72,31 @@ def problems(cls: type, table: dict[str, Any], where: str, section: str) -> list
             close = difflib.get_close_matches(key, checks, n=1)
             guess = f"did you mean {close[0]}? " if close else ""
             found.append(
-                f"{where}: {section}.{key} is not a setting; {guess}the {section.split('[')[0]} "
+                f"{where}: {section}.{key} is not a setting; {guess}the {_singular(section)} "
                 f"settings are {', '.join(sorted(checks))}"
             )
             continue
         hint, adapter = checks[key]
         try:
-            adapter.validate_python(value, strict=True)
+            adapter.validate_python(_frozen(value), strict=True)
         except ValidationError:
             found.append(f"{where}: {section}.{key} = {toml_text(value)}: must be {allowed(hint)}")
     return found
+
+
+def _frozen(value: Any) -> Any:
+    """A TOML array as the tuple its field holds."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
 @functools.cache
 def _checks(cls: type) -> dict[str, tuple[Any, TypeAdapter]]:
     hints = typing.get_type_hints(cls, include_extras=True)
     return {f.name: (hints[f.name], TypeAdapter(hints[f.name])) for f in fields(cls)}
+
+
+def _singular(section: str) -> str:  # "demos[2]" → "demo"
+    return section.split("[")[0].removesuffix("s")
 
 
 def allowed(hint: Any) -> str:

@@ -110,11 +110,11 @@ def test_lyrics_that_are_not_utf8_skip_the_item_unless_the_run_says_instrumental
         name="lenient", train='unreadable_lyrics = "instrumental"'
     )
     folder = dataset(tmp_path, tiny_ace_step, runs=runs)
-    (folder / "clip0.lyrics.txt").write_bytes(b"\xff\xfeverse in utf-16")
+    (folder / "clip0.lyrics.txt").write_bytes(b"caf\xe9 verse")  # Latin-1
     encoded, _ = encode_dataset(folder, tmp_path / "models", tmp_path)
     [skipped] = encoded.result.skipped
     assert skipped.path == "clip0.wav"
-    assert skipped.reason.startswith("run strict: clip0.lyrics.txt: not UTF-8 (byte 0xff at offset")
+    assert skipped.reason.startswith("run strict: clip0.lyrics.txt: not UTF-8 (byte 0xe9 at offset")
     assert 'train.unreadable_lyrics = "instrumental"' in skipped.reason
     frame = encoded.frame
     assert sorted(frame[frame["run"] == "strict"]["path"]) == ["clip1.wav", "clip2.wav"]

@@ -1,0 +1,86 @@
+"""A person's mistakes meet a build: what they are told, and what is left alone.
+
+Through Dagster (the path of the UI and the sensor): a run whose base model is not there fails
+the first stage that needs it with that line, before it publishes anything; a build's console summary has a
+line per broken sidecar, and a caption saved as UTF-16 by Notepad is read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+from pipelines.build import summary
+from pipelines.definitions import ASSETS, resources
+from tests.conftest import write_clip
+from tunesmith.report import warning_lines
+
+RUN = """\
+[[runs]]
+name = "mine"
+family = "stable-audio-3"
+base_model = "{base}"
+"""
+
+
+def materialize(instance, storage, stages: list[str]) -> dg.ExecuteInProcessResult:
+    if not instance.has_dynamic_partition("datasets", "songs"):
+        instance.add_dynamic_partitions("datasets", ["songs"])
+    return dg.materialize(
+        ASSETS,
+        instance=instance,
+        resources=resources(storage),
+        partition_key="songs",
+        selection=stages,
+        raise_on_error=False,
+    )
+
+
+def test_a_missing_base_model_fails_the_build_before_it_publishes_a_model_stage(
+    storage, instance
+):
+    folder = Path(storage.datasets_root) / "songs"
+    write_clip(folder / "clip0.wav", seconds=1.0)
+    (folder / "tunesmith.toml").write_text(RUN.format(base="not-here"))
+    result = materialize(instance, storage, ["manifest", "labels", "encoded", "adapters"])
+    assert not result.success
+    (failure,) = result.get_step_failure_events()  # the first stage that needs the model
+    assert failure.step_key == "encoded"
+    said = failure.event_specific_data.error.message
+    assert "run mine: base model" in said and "not-here" in said, said
+    out = Path(storage.out_root) / "songs"
+    assert not (out / "encoded.parquet").exists() and not (out / "adapters.parquet").exists()
+    assert set(json.loads((out / "report.json").read_text())["stages"]) == {"manifest", "labels"}
+
+
+def test_the_console_has_a_line_per_broken_sidecar_and_reads_utf16(storage, instance, tiny_sa3):
+    folder = Path(storage.datasets_root) / "songs"
+    for i in range(4):
+        write_clip(folder / f"clip{i}.wav", seconds=1.0)
+    (folder / "clip0.txt").write_bytes(b"caf\xe9 loop")  # Latin-1, not UTF-8
+    (folder / "clip1.json").write_text('{"prompt": "a loop",')  # cut short
+    (folder / "clip2.json").write_text('{"prompt": "a loop", "bpm": "fast"}')
+    (folder / "clip3.txt").write_bytes("a café loop".encode("utf-16"))  # Notepad's "Unicode"
+    (folder / "tunesmith.toml").write_text(RUN.format(base=tiny_sa3))
+    result = materialize(instance, storage, ["manifest", "labels"])
+    assert result.success
+    warnings = [line for line in summary(result) if line.strip().startswith("warning:")]
+    for name in ("clip0.txt", "clip1.json", "clip2.json"):
+        assert len([w for w in warnings if name in w]) == 1, warnings
+    assert len(warnings) == 3, warnings
+    labels = pd.read_parquet(Path(storage.out_root) / "songs" / "labels.parquet")
+    assert labels.set_index("path").loc["clip3.wav", "caption"] == "a café loop"
+
+
+def test_many_warnings_of_one_kind_are_one_line_naming_the_first_files():
+    warnings = [
+        f"c{i}.txt: not UTF-8 (byte 0xe9 at offset {i}); save it as UTF-8" for i in range(12)
+    ] + ["x.json: bpm 'fast' is not a number of beats a minute; taken from the next source"]
+    lines = warning_lines(warnings)
+    assert lines == [
+        "not UTF-8 (12 files): c0.txt, c1.txt, c2.txt, … (see report.json)",
+        warnings[-1],
+    ]
