@@ -1,8 +1,8 @@
 """A person's mistakes meet a build: what they are told, and what is left alone.
 
 Through Dagster (the path of the UI and the sensor): a run whose base model is not there fails
-the first stage that needs it with that line, before it publishes anything; a build's console summary has a
-line per broken sidecar, and a caption saved as UTF-16 by Notepad is read.
+the first stage that needs it with that line, before it publishes anything; a build's console
+summary has a line per broken sidecar, and a caption saved as UTF-16 by Notepad is read.
 """
 
 from __future__ import annotations
@@ -39,9 +39,7 @@ def materialize(instance, storage, stages: list[str]) -> dg.ExecuteInProcessResu
     )
 
 
-def test_a_missing_base_model_fails_the_build_before_it_publishes_a_model_stage(
-    storage, instance
-):
+def test_a_missing_base_model_fails_the_build_before_it_publishes_a_model_stage(storage, instance):
     folder = Path(storage.datasets_root) / "songs"
     write_clip(folder / "clip0.wav", seconds=1.0)
     (folder / "tunesmith.toml").write_text(RUN.format(base="not-here"))
@@ -84,3 +82,15 @@ def test_many_warnings_of_one_kind_are_one_line_naming_the_first_files():
         "not UTF-8 (12 files): c0.txt, c1.txt, c2.txt, … (see report.json)",
         warnings[-1],
     ]
+
+
+def test_an_error_nothing_foresaw_ends_the_training_process_in_one_line(tmp_path):
+    from pipelines.train_child import _defect
+
+    try:
+        {}["missing"]
+    except KeyError as exc:
+        line = _defect(exc, tmp_path / "run" / "error.log")
+    assert "\n" not in line and line.startswith("training failed on an unexpected error (KeyError")
+    assert f"the traceback is in {tmp_path / 'run' / 'error.log'}" in line
+    assert "Traceback" in (tmp_path / "run" / "error.log").read_text()

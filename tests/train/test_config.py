@@ -70,7 +70,7 @@ family = "stable-audio-3"
             '[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nlr = 0.0',
             "train.lr = 0.0: must be a number > 0",
         ),
-        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nlrr = 1', "did you mean lr\\? the train settings are"),
+        ('[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nlrr = 1', "did you mean lr\\?"),
         ('[[runs]]\nfamily = "midi"', 'family = "midi": must be one of "ace-step"'),
         ("runs = 3", "runs must be one or more \\[\\[runs\\]\\] tables"),
         ("[[runs]\n", "not valid TOML"),
