@@ -87,6 +87,8 @@ def adapters(
             cached += 1
             context.log.info(f"{run.name}: cached ({plan.result_path})")
         else:
+            for path in plan.edited():  # as good as deleted: written again from the state
+                Path(path).unlink()
             _train(context, plan, placement, manifest_version)
             computed += 1
         result = engine.read_result(plan)

@@ -340,14 +340,13 @@ def test_outputs_edited_by_hand_are_said_and_written_again(built, reference):
     world = built  # the module's built world: this test leaves it as it found it
     wav = next((world.out / "clips" / "renders").rglob("*.wav"))
     best = next((world.run_dir() / "checkpoints").glob("*-best-step=*.safetensors"))
-    for path in (wav, best):
+    for path in (wav, best):  # a render copied out of the store; an adapter file trained
         with open(path, "ab") as f:
             f.write(b"edited")
-    status = world.status()
-    assert f"{wav} edited by hand: rebuilt next time" in status, status
-    assert f"{best} edited by hand: rebuilt next time" in status, status
-    world.rebuild()
-    assert world.outputs() == reference
+        status = world.status()
+        assert f"{path} edited by hand: rebuilt next time" in status, status
+        world.rebuild()
+        assert world.outputs() == reference
 
 
 def test_a_moved_base_model_stops_the_build_before_it_unpublishes_anything(built, reference):

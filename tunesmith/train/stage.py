@@ -56,9 +56,16 @@ class RunPlan:
             return False
         result = json.loads(self.result_path.read_text(encoding="utf-8"))
         files = [result["best_path"], result["last_path"]]
+        return all(Path(p).exists() for p in files) and not self.edited()
+
+    def edited(self) -> list[str]:
+        """The run's adapter files edited by hand since the stage published them: the next
+        training removes them and writes them again from the run's state, as deleted ones."""
+        if not self.result_path.exists():
+            return []
+        result = json.loads(self.result_path.read_text(encoding="utf-8"))
         out = self.run_dir.parent.parent  # <out>/adapters/<run folder>
-        # a file edited by hand is written again from the run's state, as a deleted one is
-        return all(Path(p).exists() for p in files) and not edited_outputs(out, "adapters", files)
+        return edited_outputs(out, "adapters", [result["best_path"], result["last_path"]])
 
     def metadata(self, manifest_version: str) -> dict[str, str]:
         """Lineage written into every adapter file (docs/design.md, "Adapter files")."""
