@@ -28,7 +28,7 @@ crop_frames = 128
 """
 
 
-def build(instance, storage, stages: list[str]) -> dg.ExecuteInProcessResult:
+def build(instance, storage, stages: list[str], succeeds: bool = True) -> dg.ExecuteInProcessResult:
     if not instance.has_dynamic_partition("datasets", "songs"):
         instance.add_dynamic_partitions("datasets", ["songs"])
     result = dg.materialize(
@@ -37,8 +37,9 @@ def build(instance, storage, stages: list[str]) -> dg.ExecuteInProcessResult:
         resources=resources(storage),
         partition_key="songs",
         selection=stages,
+        raise_on_error=False,
     )
-    assert result.success
+    assert result.success == succeeds
     return result
 
 
@@ -61,16 +62,7 @@ def test_a_planner_run_in_the_older_form_is_planned_once_with_a_note(
     # stage reaches them with the next build's plan, not in the middle of this one.
     (folder / "tunesmith.toml").write_text(OLDER_FORM.replace('"plan"', '"renamed"'))
     shutil.rmtree(model)
-    if not instance.has_dynamic_partition("datasets", "songs"):
-        instance.add_dynamic_partitions("datasets", ["songs"])
-    result = dg.materialize(
-        ASSETS,
-        instance=instance,
-        resources=resources(storage),
-        partition_key="songs",
-        selection=["labels", "encoded"],
-        raise_on_error=False,
-    )
+    result = build(instance, storage, ["labels", "encoded"], succeeds=False)
     (failure,) = result.get_step_failure_events()  # the model went: the run cannot start
     said = failure.event_specific_data.error.message
     assert "run plan: base model" in said and "renamed" not in said, said
