@@ -13,7 +13,7 @@ on the tiny planner LM widened (`WIDE`), saved in the published acestep-5Hz-lm l
 
 Printed: steps per second of each and the time ratio (ours / bare, goal ≤ 1.05), from one
 process that builds both and alternates their steps, so that the load of this shared machine
-falls on both alike (the ratio of the two medians after `WARMUP` steps, timed by this thread's
+falls on both alike (the ratio of the two medians after `--warmup` steps, timed by this thread's
 CPU time on a CPU with one torch thread); the ratio of the memory each training adds over its
 loaded model (peak RSS on the CPU, peak allocated on CUDA; goal ≤ 1.10), from a process of its
 own for each. Then our step on MLX (mlx-lm's Qwen3 and LoRA layers, `MlxPlannerTrainer`)
@@ -21,7 +21,10 @@ against ours on torch, both by wall time (MLX's CPU backend computes on threads 
 the devices named: not a goal on a Linux CPU; on Apple Silicon the same script compares MLX's
 GPU with torch there. Nothing here asserts a timing.
 
-    .venv/bin/python bench/planner_step.py [--steps 20] [--device cpu] [--threads 1]
+    .venv/bin/python bench/planner_step.py [--steps 20] [--warmup 3] [--device cpu] [--threads 1]
+
+tests/test_bench.py runs one warm-up step and one timed step (an MLX step on a Linux CPU takes
+seconds): that checks that the benchmark runs, it measures nothing worth reading.
 """
 
 from __future__ import annotations
@@ -142,7 +145,7 @@ def ours(folder: Path, work: Path, device: str):
     return trainer.step, sum(p.numel() for p in trainer.params)
 
 
-def mlx(folder: Path, work: Path, steps: int, device: str) -> dict:
+def mlx(folder: Path, work: Path, steps: int, warmup: int) -> dict:
     """Our step on MLX (the device MLX has: its GPU on Apple Silicon, else the CPU), wall time."""
     import mlx.core as mx
 
@@ -155,12 +158,12 @@ def mlx(folder: Path, work: Path, steps: int, device: str) -> dict:
         run_config(folder), work, songs(work), work / "run", placement, LINEAGE
     )
     walls = []
-    for _ in range(WARMUP + steps):
+    for _ in range(warmup + steps):
         start = time.perf_counter()
         trainer.step()  # evaluates the update (mx.eval) before it returns
         walls.append(time.perf_counter() - start)
     return {
-        "wall_steps_per_second": 1 / statistics.median(walls[WARMUP:]),
+        "wall_steps_per_second": 1 / statistics.median(walls[warmup:]),
         "device": str(mx.default_device()),
     }
 
@@ -227,11 +230,11 @@ def bare(folder: Path, work: Path, device: str):
     return step, sum(p.numel() for p in params)
 
 
-def timed(steps: int, device: str, *runs) -> list[tuple[float, float]]:
+def timed(steps: int, warmup: int, device: str, *runs) -> list[tuple[float, float]]:
     """Alternate the runs' steps; per run the median step's (clock seconds, wall seconds)
-    after WARMUP."""
+    after `warmup` steps."""
     now, seconds = clock(device), [([], []) for _ in runs]
-    for _ in range(WARMUP + steps):
+    for _ in range(warmup + steps):
         for run, (times, walls) in zip(runs, seconds, strict=True):
             start, wall = now(), time.perf_counter()
             run()
@@ -239,18 +242,18 @@ def timed(steps: int, device: str, *runs) -> list[tuple[float, float]]:
                 torch.cuda.synchronize()
             times.append(now() - start)
             walls.append(time.perf_counter() - wall)
-    return [(statistics.median(t[WARMUP:]), statistics.median(w[WARMUP:])) for t, w in seconds]
+    return [(statistics.median(t[warmup:]), statistics.median(w[warmup:])) for t, w in seconds]
 
 
 def child(kind: str, folder: Path, work: Path, args) -> dict:
     """'paired': both steps alternated (the time ratio); 'ours' / 'bare': one (its memory);
     'mlx': our step on MLX."""
     if kind == "mlx":
-        return mlx(folder, work, args.steps, args.device)
+        return mlx(folder, work, args.steps, args.warmup)
     if kind == "paired":
         b, trainable_b = bare(folder, work / "bare", args.device)
         o, trainable_o = ours(folder, work / "ours", args.device)
-        (bare_s, _), (ours_s, ours_wall) = timed(args.steps, args.device, b, o)
+        (bare_s, _), (ours_s, ours_wall) = timed(args.steps, args.warmup, args.device, b, o)
         return {
             "bare": 1 / bare_s,
             "ours": 1 / ours_s,
@@ -259,13 +262,14 @@ def child(kind: str, folder: Path, work: Path, args) -> dict:
         }
     step, _ = (ours if kind == "ours" else bare)(folder, work, args.device)
     with PeakMemory(args.device) as memory:
-        timed(args.steps, args.device, step)
+        timed(args.steps, args.warmup, args.device, step)
     return {"memory": memory.added}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=WARMUP, help="untimed steps first")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1, help="0: torch's default")
     parser.add_argument("--child", choices=["paired", "ours", "bare", "mlx"])
@@ -299,6 +303,8 @@ def main() -> None:
                     str(folder),
                     "--steps",
                     str(args.steps),
+                    "--warmup",
+                    str(args.warmup),
                     "--device",
                     args.device,
                     "--threads",

@@ -5,6 +5,10 @@ temporary roots and a temporary Dagster instance. Prints two ratios: the whole r
 Dagster executes it, and the stages' own seconds from report.json (the run minus
 Dagster's per-run bookkeeping: run records, event log writes, IO manager). The goal is
 < 0.05. Absolute times on a shared machine are noise; the ratios are what to compare.
+
+`--quick` (what tests/test_bench.py runs) checks that the benchmark runs, it measures nothing
+worth reading: only the loops dataset (three of its clips) and its model are made, the run
+trains 4 steps and renders short demos, and one re-run follows the first run instead of two.
 """
 
 from __future__ import annotations
@@ -33,21 +37,17 @@ def main() -> None:
         from tunesmith.examples import make_examples
         from tunesmith.report import read_report
 
-        make_examples(root / "datasets", root / "models")
         if quick:
-            toml = root / "datasets" / "loops" / "tunesmith.toml"
-            text = (
-                toml.read_text()
-                .replace("steps = 200", "steps = 4")
-                .replace("steps = 25", "steps = 2")
-            )
-            toml.write_text(text)
+            make_quick_loops(root / "datasets" / "loops", root / "models")
+        else:
+            make_examples(root / "datasets", root / "models")
         job = defs.resolve_job_def("build_dataset")
         quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
         with dg.instance_for_test() as instance:
             instance.add_dynamic_partitions("datasets", ["loops"])
             times, stage_times = [], []
-            for _ in range(3):  # first run, then two no-change re-runs
+            runs = 2 if quick else 3  # first run, then no-change re-runs (--quick: one)
+            for _ in range(runs):
                 start = time.perf_counter()
                 result = job.execute_in_process(
                     instance=instance, partition_key="loops", run_config=quiet
@@ -64,6 +64,28 @@ def main() -> None:
             f"loops, {name:<11}: first {first:7.3f} s, no-change re-run {rerun:7.3f} s, "
             f"ratio {rerun / first:.3f}  (goal < 0.05)"
         )
+
+
+def make_quick_loops(folder: Path, models: Path) -> None:
+    """What `--quick` builds: the loops dataset with three of its clips (a .txt caption, JSON
+    tags, ID3 tags), a 4-step run and its demos 2 s long in 2 steps, and the tiny Stable Audio 3
+    it trains on; the other examples and models are not made."""
+    from tunesmith.examples import LOOPS_TOML, TINY_SA3
+    from tunesmith.examples.loops import LOOPS, make_loops
+    from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
+
+    make_loops(folder)
+    kept = {spec.stem for spec in LOOPS[:3]}
+    for path in folder.iterdir():
+        if path.stem not in kept:
+            path.unlink()
+    toml = (
+        LOOPS_TOML.replace("steps = 200", "steps = 4")
+        .replace("steps = 25", "steps = 2")
+        .replace("duration = 8.0", "duration = 2.0")
+    )
+    (folder / "tunesmith.toml").write_text(toml)
+    make_tiny_stable_audio_3(models / TINY_SA3)
 
 
 if __name__ == "__main__":

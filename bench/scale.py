@@ -24,8 +24,8 @@ Absolute seconds on a shared machine are noise; ratios and slopes are what to re
     .venv/bin/python bench/scale.py [--sizes 50,200,1000] [--json results.json] [--quick]
 
 `--quick` (what tests/test_bench.py runs): N = QUICK_N, the pictures' first build only (one
-Dagster run per stage), the analysis pool on QUICK_N songs: it checks that the benchmark runs,
-it measures nothing worth reading.
+Dagster run per stage; only the tiny SDXL is made), the analysis pool on QUICK_N songs: it
+checks that the benchmark runs, it measures nothing worth reading.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main() -> None:
     if args.quick:
         DATASETS[:] = ["pictures"]
     with tempfile.TemporaryDirectory(prefix="tunesmith-scale-") as tmp:
-        models = make_models(Path(tmp) / "models")
+        models = make_models(Path(tmp) / "models", args.quick)
         results = {n: measure(n, Path(tmp) / f"n{n}", models, args.quick) for n in sizes}
         workers_n = max([n for n in sizes if n <= WORKERS_N] or [min(sizes)])
         workers = analysis_workers(workers_n, Path(tmp) / "workers")
@@ -114,12 +114,13 @@ def link_copy(source: Path, target: Path) -> None:
     shutil.copytree(source, target, copy_function=os.link, dirs_exist_ok=True)
 
 
-def make_models(folder: Path) -> Path:
+def make_models(folder: Path, quick: bool = False) -> Path:
     from tunesmith.families.sdxl.tiny import make_tiny_sdxl
     from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
 
     make_tiny_sdxl(folder / "tiny-sdxl")
-    make_tiny_stable_audio_3(folder / "tiny-stable-audio-3")
+    if not quick:  # --quick builds the pictures alone
+        make_tiny_stable_audio_3(folder / "tiny-stable-audio-3")
     return folder
 
 

@@ -15,13 +15,14 @@ Not measured: the `encoded` stage (both sides start from a posterior and text em
 gradient clipping (the diffusers script's default, which neither side does), writing adapters.
 
 Printed: steps per second of each (one over the median step after `WARMUP` steps, timed by
-`clock`, so that other processes on a shared machine move it little; the best of `ROUNDS`
-interleaved runs), the time ratio (ours / bare, goal ≤ 1.05) and the ratio of the memory each
-training adds over its loaded model (peak RSS on the CPU, or peak allocated above what was
-allocated before the first step on CUDA; goal ≤ 1.10).
+`clock`, so that other processes on a shared machine move it little; the best of `--rounds`
+interleaved runs, `ROUNDS` by default), the time ratio (ours / bare, goal ≤ 1.05) and the ratio
+of the memory each training adds over its loaded model (peak RSS on the CPU, or peak allocated
+above what was allocated before the first step on CUDA; goal ≤ 1.10). tests/test_bench.py runs
+one round, which checks that the benchmark runs and measures nothing worth reading.
 
-    .venv/bin/python bench/sdxl_step.py [--steps 20] [--device cpu] [--dtype float32]
-                                        [--threads 1]
+    .venv/bin/python bench/sdxl_step.py [--steps 20] [--rounds 3] [--device cpu]
+                                        [--dtype float32] [--threads 1]
 
 One torch thread by default: on a CPU shared with other busy processes, torch's worker threads
 wait on each other (two threads on two busy cores made a step twenty times slower here, and
@@ -248,6 +249,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="processes of each side")
     parser.add_argument(
         "--threads", type=int, default=1, help="torch's CPU threads (0: torch's default)"
     )
@@ -265,7 +267,7 @@ def main() -> None:
         folder = Path(tmp) / "model"
         size = make_model(folder)
         results = {}
-        for name in ("bare", "ours") * ROUNDS:  # interleaved: load drifts hit both
+        for name in ("bare", "ours") * args.rounds:  # interleaved: load drifts hit both
             out = subprocess.run(
                 [
                     sys.executable,

@@ -10,14 +10,16 @@ import pytest
 
 pytestmark = pytest.mark.slow
 BENCH = Path(__file__).resolve().parent.parent / "bench"
+# Each benchmark's cheapest form that still goes through all of its code: one process of each
+# side (--rounds 1), the fewest steps, the quick forms' small datasets.
 SHORT = {
     "rerun_ratio.py": ["--quick"],
-    "train_step.py": ["--steps", "2"],
-    "sdxl_step.py": ["--steps", "2"],
+    "train_step.py": ["--steps", "2", "--rounds", "1"],
+    "sdxl_step.py": ["--steps", "2", "--rounds", "1"],
     "muon_step.py": ["--quick"],
     "lokr_step.py": ["--quick"],
     "ace_step_step.py": ["--steps", "2"],
-    "planner_step.py": ["--steps", "2"],
+    "planner_step.py": ["--steps", "1", "--warmup", "1"],
     "ddp_scaling.py": ["--quick"],
     "encode_batch.py": ["--quick"],
     "scale.py": ["--quick"],
