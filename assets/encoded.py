@@ -9,7 +9,7 @@ from resources.storage import StorageResource
 from tunesmith import family as families
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import content_key
-from tunesmith.train.config import ConfigError, base_model_folder, base_model_problems, read_plan
+from tunesmith.train.config import base_model_folder, read_plan
 
 STAGE_VERSION = 1  # the asset's own; each family's encoder versions its cache keys itself
 
@@ -31,15 +31,12 @@ def encoded(
     key = context.partition_key
     folder, roots, store = storage.dataset_folder(key), storage.roots(), storage.store()
     runs = read_plan(storage.dataset_out(key)).runs  # the build's plan (the manifest stage's)
-    # A run whose base model is not there cannot start: the build fails here, the first stage
-    # that needs one, before it or a later stage publishes tables emptied of that run's rows.
-    known = [r for r in runs if r.family in families.all_families()]
-    missing = base_model_problems(known, roots.models)
-    if missing:
-        raise ConfigError(missing)
     frames, keys, skipped, results = [], [], [], []
     for family in families.all_families().values():
         chosen = [r for r in runs if families.get(r.family).encoder == family.name]
+        usable, missing = _base_models(family, chosen, roots.models)
+        skipped += missing
+        chosen = [r for r in chosen if base_model_folder(r, roots.models) in usable]
         if not chosen:
             continue
         placement = compute.placement("encoded", family.name, family.backends_for("encoded"))
@@ -47,7 +44,7 @@ def encoded(
             folder=folder,
             labels=labels,
             runs=chosen,
-            base_models=sorted({base_model_folder(r, roots.models) for r in chosen}),
+            base_models=sorted(usable),
             out=storage.dataset_out(key),
             store=store,
             placement=placement,
@@ -87,3 +84,22 @@ def encoded(
 def _warnings(results: list[StageResult]) -> list[str]:
     """Every family's encoder's warnings, one line each."""
     return [line for r in results for line in r.extra.get("warnings", [])]
+
+
+def _base_models(family, runs, models_root) -> tuple[set, list[Skipped]]:
+    """The runs' base model folders that are whole, and one message per one that is not (not
+    one per item): what is missing, and where to get the model."""
+    usable, missing = set(), []
+    for folder in sorted({base_model_folder(r, models_root) for r in runs}):
+        try:
+            family.check_base_model(folder)
+            usable.add(folder)
+        except ValueError as exc:
+            names = ", ".join(r.name for r in runs if base_model_folder(r, models_root) == folder)
+            reason = (
+                f"{exc}\nRun(s) {names} are not trained. Put the {family.title} base model in "
+                f'diffusers\' layout at {folder} (README, section "Base models"), or set '
+                "base_model in the dataset's tunesmith.toml."
+            )
+            missing.append(Skipped(f"base model {folder.name}", reason))
+    return usable, missing

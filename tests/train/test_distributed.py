@@ -278,7 +278,7 @@ def test_the_launch_keys_are_checked(tiny_sa3, tmp_path):
             resolve_run(raw_run(family, tiny_sa3, **train), Path("tunesmith.toml"), 0)
         return str(caught.value)
 
-    assert "train.devices must be an integer ≥ 1" in problem(devices=0)
+    assert "train.devices = 0: must be an integer ≥ 1" in problem(devices=0)
     assert "train.nodes > 1 needs train.master_addr" in problem(nodes=2)
     assert "train.batch_size (2) must be at least" in problem(devices=4)
     assert "master_addr must be host or host:port" in problem(nodes=2, master_addr="h:x")

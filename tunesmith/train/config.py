@@ -329,7 +329,7 @@ def resolve_run(
             found.append(f"{where}: {section} = {schema.toml_text(table)}: must be a table")
     demos = raw.get("demos", [])
     demos = demos if demos != [] else list(sections.default_demos)  # none given: the family's
-    if not isinstance(demos, list) or not all(isinstance(d, dict) for d in demos):
+    if not isinstance(demos, list | tuple) or not all(isinstance(d, dict) for d in demos):
         found.append(f"{where}: demos = {schema.toml_text(demos)}: must be [[runs.demos]] tables")
         demos = []
     for i, demo in enumerate(demos):
