@@ -8,8 +8,9 @@ pipeline computes something else than it did. After an intended change, re-recor
 say in the commit why the bytes moved.
 
 Floating-point sums depend on how many threads share them, so the build runs in a child
-Python with one thread for torch, BLAS and OpenMP: the bytes are the same on a laptop and on
-a CI machine with another core count.
+Python with one thread for torch, BLAS and OpenMP, and on a fixed instruction set (see
+`SAME_KERNELS`): the bytes are the same on a laptop and on a CI machine with another core
+count or another x86-64 processor.
 
 Run folders end in the first 10 hex digits of the run's key; the key covers the resolved
 config, so the hashes name them `<run>-KEY`. MP3s are left out (ffmpeg may be missing), and
@@ -157,6 +158,16 @@ def hashes(out: Path, root: Path) -> dict[str, str]:
 
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+# The kernels torch picks depend on the processor: its own vectorised kernels on the widest
+# instruction set found (AVX-512 where there is one), oneDNN's convolutions likewise, and MKL's
+# matrix products on the vendor. Measured: one machine's bytes differ from another's in 14 of
+# 17 ACE-Step outputs, and the same machine's with and without AVX-512 too. The golden builds
+# run on one fixed set every x86-64 machine has (AVX2; MKL's vendor-neutral "compatible" path).
+SAME_KERNELS = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_CBWR": "COMPATIBLE",
+}
 
 
 def build(case: str, root: str) -> None:
@@ -184,7 +195,7 @@ def test_a_small_run_gives_the_recorded_bytes(case, storage, request):
     shutil.copytree(request.getfixturevalue(fixture), Path(storage.models_root) / model_name)
     make(Path(storage.datasets_root) / "golden")
     root = Path(storage.out_root).parent
-    env = {**os.environ, **ONE_THREAD, "TUNESMITH_BACKEND": f"adapters={backend}"}
+    env = {**os.environ, **ONE_THREAD, **SAME_KERNELS, "TUNESMITH_BACKEND": f"adapters={backend}"}
     repo = Path(__file__).resolve().parents[1]
     code = f"from tests.test_golden import build; build({case!r}, {str(root)!r})"
     child = subprocess.run(
