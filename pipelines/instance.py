@@ -89,7 +89,10 @@ def launcher_tags() -> dict[str, str]:
 def _alive(pid: int, since: float | None) -> bool:
     """Is `pid` the process that started a run at `since` (not a reused pid)?"""
     try:
-        started = psutil.Process(pid).create_time()
+        process = psutil.Process(pid)
+        started = process.create_time()
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False  # killed, and not yet reaped by a parent that may never wait for it
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return psutil.pid_exists(pid)
     return since is None or started <= since + 1.0

@@ -22,23 +22,35 @@ from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.report import read_report
 from tunesmith.store import Store
 from tunesmith.store.atomic import sweep_tree
-from tunesmith.train.config import (
-    ConfigError,
-    base_model_folder,
-    base_model_problems,
-    dataset_plan,
-)
-from tunesmith.train.holdout import on_training_items_note
+from tunesmith.train.preflight import preflight
 
 
-def _select(names: list[str]) -> dict[str, object]:
-    folders = dataset_folders(Roots.from_env().datasets)
-    by_name = {path.name: key for key, path in folders.items()}
+def _select(names: list[str]) -> dict[str, Path]:
+    """The datasets asked for, by folder name, partition key or path (all when none); exits
+    with one line, creating nothing, when there is no datasets folder or a name is unknown."""
+    root = Roots.from_env().datasets
+    if not root.is_dir():
+        where = "TUNESMITH_DATASETS" if os.environ.get("TUNESMITH_DATASETS") else "the default"
+        raise SystemExit(
+            f"no datasets folder at {root} ({where}): set TUNESMITH_DATASETS to the folder "
+            "that holds your dataset folders, or run where data/datasets is"
+        )
+    folders = dataset_folders(root)
     if not names:
         return folders
+    by_name = {path.name: key for key, path in folders.items()}
+    by_path = {path.resolve(): key for key, path in folders.items()}
     chosen = {}
     for name in names:
         key = name if name in folders else by_name.get(name)
+        path = Path(name).expanduser()
+        if key is None and path.is_dir():
+            key = by_path.get(path.resolve())
+            if key is None:
+                raise SystemExit(
+                    f"{path.resolve()} is not a dataset folder under {root}: a dataset is a "
+                    "folder directly under TUNESMITH_DATASETS"
+                )
         if key is None:
             raise SystemExit(f"no dataset {name!r}; known: {', '.join(sorted(folders)) or 'none'}")
         chosen[key] = folders[key]
@@ -63,11 +75,15 @@ def run(names: list[str]) -> int:
         print(f"dataset folder {name!r} is partition {key!r}")
     # What the person must fix is said here, before any work: a build that cannot train its runs
     # would otherwise publish empty tables over the last good build's.
-    bad = {key: found for key, folder in folders.items() if (found := problems(folder, roots))}
-    for key, found in bad.items():
-        print(f"== {key}: not built:")
-        for line in found:
-            print(_indented(line))
+    checked = {key: preflight(folder, roots.models) for key, folder in folders.items()}
+    bad = {key for key, found in checked.items() if found.problems}
+    for key, found in checked.items():
+        if found.problems:
+            print(f"== {key}: not built:")
+            for line in found.problems:
+                print(_indented(line))
+        for line in found.warnings:
+            print(f"{key}: warning: {line}")
     folders = {key: folder for key, folder in folders.items() if key not in bad}
     if not folders:
         return 1
@@ -84,30 +100,6 @@ def run(names: list[str]) -> int:
     return 1 if bad else code
 
 
-def problems(folder: Path, roots: Roots) -> list[str]:
-    """What stops the dataset's runs from starting, a line each: its `tunesmith.toml`
-    (`tunesmith.train.config.ConfigError`), then each run's base model."""
-    return _checked(folder, roots)[1]
-
-
-def _checked(folder: Path, roots: Roots) -> tuple[list[str], list[str]]:
-    """(what is fine, what is not) of the dataset's runs and their base models."""
-    try:
-        plan = dataset_plan(folder)
-    except ConfigError as exc:
-        return [], exc.problems
-    fine, found = [f"note: {note}" for note in plan.notes], []
-    for run in plan.runs:
-        problem = base_model_problems([run], roots.models)
-        if not problem:
-            base = base_model_folder(run, roots.models)
-            fine.append(f"run {run.name}: {run.family}, base model {base}: ok")
-        found += problem
-        if note := on_training_items_note(run.train.holdout):
-            fine.append(f"run {run.name}: {note}")
-    return fine, found
-
-
 def _indented(text: str) -> str:
     return "  " + text.replace("\n", "\n    ")
 
@@ -117,10 +109,10 @@ def check(names: list[str]) -> int:
     roots, failed = Roots.from_env(), 0
     for key, folder in _select(names).items():
         print(f"== {key} ({folder})")
-        fine, found = _checked(folder, roots)
-        for line in fine + found:
+        found = preflight(folder, roots.models)
+        for line in [*found.fine, *(f"warning: {w}" for w in found.warnings), *found.problems]:
             print(_indented(line))
-        failed += bool(found)
+        failed += bool(found.problems)
     return 1 if failed else 0
 
 
@@ -183,9 +175,10 @@ def _kill_tree(pid: int) -> None:
 def verify(names: list[str]) -> int:
     """Check the sha256 of every store file the datasets' last builds used; damaged entries are
     removed (the next build computes them again). Exit 1 when anything was damaged."""
+    selected = _select(names)
     store = Store(Roots.from_env().store)
     damaged = 0
-    for key, folder in _select(names).items():
+    for key, folder in selected.items():
         keys = store.root_keys(key)
         problems = store.verify(keys)
         damaged += len(problems)

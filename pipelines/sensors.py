@@ -14,10 +14,10 @@ import dagster as dg
 from assets.common import datasets
 from pipelines.instance import reap_dead_runs
 from pipelines.jobs import build_dataset
-from pipelines.operations import problems
 from resources.storage import StorageResource
 from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.dataset.manifest import fast_fingerprint
+from tunesmith.train.preflight import preflight
 
 
 @dg.sensor(
@@ -40,8 +40,9 @@ def dataset_folder_sensor(
     known = set(context.instance.get_dynamic_partitions(datasets.name))
     new = sorted(set(current) - known)
     for key in new:  # said when the dataset is registered, not after its first stages ran
-        for problem in problems(folders[key], storage.roots()):
-            context.log.warning(f"dataset {key}: {problem}")
+        found = preflight(folders[key], storage.roots().models)
+        for line in [*found.problems, *found.warnings]:
+            context.log.warning(f"dataset {key}: {line}")
     changed = sorted(k for k, fp in current.items() if previous.get(k) != fp)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=k, run_key=f"{k}:{current[k]}") for k in changed],

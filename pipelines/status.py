@@ -26,12 +26,13 @@ STAGES = [a.key for a in ASSETS]  # in dependency order
 
 def status(names: list[str]) -> int:
     """Per dataset and stage: fresh, stale (with the cause) or missing."""
+    selected = _select(names)  # before the instance: a wrong folder creates nothing
     instance = open_instance()
     reap_dead_runs(instance)
     graph = defs.resolve_asset_graph()
     storage = StorageResource()
     store = storage.store()
-    for key, folder in _select(names).items():
+    for key, folder in selected.items():
         print(f"== {key} ({folder})")
         state: dict[dg.AssetKey, tuple[str, str]] = {}
         for asset_key in STAGES:

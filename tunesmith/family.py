@@ -23,6 +23,8 @@ listing the families costs no model library. What a hook returns:
   (audio: float [channels, N] and a `sample_rate`; pictures: uint8 [H, W, 3]).
 - `picture_size(run)` (image families): the side in pixels of the square pictures `run`
   renders.
+- `warnings(run)`: lines on settings that will not do what a person expects (a warmup
+  longer than the run); [] for none.
 - `validate_files(path)`: checks an adapter file (and its twins) as the family's users' tools
   read it; returns the file's metadata (the lineage); raises ValueError.
 
@@ -130,6 +132,11 @@ class Family:
 
     def picture_size(self, run) -> int:
         raise NotImplementedError
+
+    def warnings(self, run) -> list[str]:
+        """What the run's settings will do that a person would not guess, a line each
+        (`tunesmith check` and `run` print them; none stops the run)."""
+        return []
 
     def validate_files(self, path: str | Path) -> dict[str, str]:
         raise NotImplementedError

@@ -7,6 +7,7 @@ import sys
 import time
 
 import dagster as dg
+import psutil
 import pytest
 
 from pipelines import dagster_fixes
@@ -137,3 +138,20 @@ def test_a_dead_builds_run_is_failed_and_its_pool_slot_freed(instance):
     assert instance.event_log_storage.get_concurrency_info(GPU_POOL).claimed_slots == []
     assert "marked failed, its pool slots freed" in said[0] and run.run_id[:8] in said[0]
     assert run.tags[HOST_TAG] == live.tags[HOST_TAG]
+
+
+def test_a_killed_build_not_yet_reaped_counts_as_dead():
+    """A build killed with its `tunesmith run` is a zombie until something waits for it (in a
+    container, PID 1 may never): its pid and start time are still there, and it is dead."""
+    from pipelines.instance import _alive
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert not _alive(child.pid, None)
+        assert _alive(os.getpid(), None)
+    finally:
+        child.wait()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import write_clip
 from tunesmith.train.config import ConfigError, resolve_run
 from tunesmith.train.holdout import (
     BY_PATH_HASH,
@@ -90,7 +91,7 @@ def test_tunesmith_check_says_a_run_with_holdout_zero_validates_on_training_item
     from pipelines import operations
 
     folder = tmp_path / "datasets" / "loops"
-    folder.mkdir(parents=True)
+    write_clip(folder / "loop.wav", seconds=1.0)
     (folder / "tunesmith.toml").write_text(
         '[[runs]]\nname = "all"\nfamily = "stable-audio-3"\nbase_model = "none"\n'
         "[runs.train]\nholdout = 0\n"

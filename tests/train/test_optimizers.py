@@ -166,10 +166,16 @@ def test_per_parameter_rule_and_the_start_line():
     assert plain.summary() == "optimizer adamw: 4 parameters on AdamW"
 
 
-def test_muon_with_no_eligible_parameter_is_refused_with_the_split():
+def test_muon_with_no_eligible_parameter_is_adamw_on_all_and_says_so():
     shapes = {"a.lokr_w1": (4, 4), "a.lokr_w2": (8, 8), "a.bias": (32,)}
-    with pytest.raises(OptimizerError, match=r"largest short side: 8.*0 Muon / 3 AdamW"):
-        build_optimizer(named(shapes), 1e-3, OptimizerSettings("muon"))
+    opt, split = build_optimizer(named(shapes), 1e-3, OptimizerSettings("muon"))
+    assert type(opt) is torch.optim.AdamW and len(opt.param_groups[0]["params"]) == 3
+    line = split.summary()
+    assert line.startswith("optimizer muon: 0 Muon / 3 AdamW")
+    assert "no 2-D parameter has a short side ≥ muon_min_dim 16 (largest: 8)" in line
+    assert "every parameter trains with AdamW" in line and "[runs.train] muon_min_dim" in line
+    plain, _ = build_optimizer(named(shapes), 1e-3, OptimizerSettings("adamw"))
+    assert opt.state_dict()["param_groups"] == plain.state_dict()["param_groups"]
     with pytest.raises(OptimizerError, match="not one of adamw, muon"):
         OptimizerSettings("sgd")
 

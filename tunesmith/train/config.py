@@ -407,36 +407,6 @@ def base_model_folder(run: RunConfig, models_root: Path) -> Path:
     return path if path.is_absolute() else models_root / path
 
 
-def base_model_problems(runs, models_root: Path) -> list[str]:
-    """A line per run whose base model folder is missing or not whole (its family's
-    `check_base_model`): such a run cannot start."""
-    found = []
-    for run in runs:
-        base = base_model_folder(run, models_root)
-        family = families.get(run.family)
-        try:
-            family.check_base_model(base)
-        except ValueError as exc:
-            found.append(
-                f"run {run.name}: base model {base}: {exc}\nPut the {family.title} base model "
-                "there in diffusers' layout (README, \"Base models\"), or set the run's base_model "
-                "in tunesmith.toml."
-            )
-    return found
-
-
 def media_kind(kinds: list[str]) -> str:
     """What a dataset holds, for the default family: audio if any item is audio."""
     return "audio" if "audio" in kinds else "image"
-
-
-def dataset_plan(folder: Path) -> Plan:
-    """`load_plan` with the media kind read from the folder's file names (for the commands
-    that check a dataset without building it; a build takes the kinds from its manifest)."""
-    from tunesmith.dataset.manifest import kind_of  # here: the manifest module loads pandas
-
-    plan = load_plan(folder)
-    if not plan.default:
-        return plan
-    kinds = [kind_of(p) for p in folder.rglob("*") if not p.name.startswith(".")]
-    return plan.with_default(media_kind(kinds))

@@ -124,6 +124,14 @@ class Split:
             )
         if flat:
             parts.append(f"{len(flat)} not 2-D on AdamW, e.g. {flat[0][0]} {list(flat[0][1])}")
+        if not self.muon:
+            largest = max((min(s) for _, s in narrow), default=None)
+            parts.append(
+                f"no 2-D parameter has a short side ≥ muon_min_dim {self.min_dim} (largest: "
+                f"{largest}), so every parameter trains with AdamW; a lower [runs.train] "
+                "muon_min_dim puts them on Muon (a LoKr w2's short side is the layer's size "
+                "divided by the factor)"
+            )
         ranks = sorted({min(s) for n, s in narrow if "lora_A" in n or "lora_B" in n})
         if ranks:
             parts.append(
@@ -153,7 +161,7 @@ def build_optimizer(
 ) -> tuple[torch.optim.Optimizer, Split]:
     """The optimizer for `named` (name, parameter) pairs at peak lr `lr`, and its split.
 
-    Raises OptimizerError for Muon when no parameter qualifies (the message gives the split).
+    Muon where no parameter qualifies is AdamW on all of them (the split's summary says so).
     """
     named = [(name, p) for name, p in named if p.requires_grad]
     if not named:
@@ -162,17 +170,10 @@ def build_optimizer(
         raise OptimizerError(f"build_optimizer: lr must be > 0, got {lr!r}")
     split = split_parameters(named, settings)
     adamw_kwargs = dict(betas=settings.betas, eps=settings.eps, weight_decay=settings.weight_decay)
-    if settings.name == "adamw":
+    if settings.name == "adamw" or not split.muon:
+        # Muon with no parameter it can take (a small LoKr, a LoRA of a low rank) is AdamW on
+        # every parameter, as the per-parameter rule gives; the split's summary says so.
         return torch.optim.AdamW([p for _, p in named], lr=lr, **adamw_kwargs), split
-    if not split.muon:
-        largest = max((min(s) for _, s in split.adamw if len(s) == 2), default=None)
-        raise OptimizerError(
-            f"optimizer muon: no 2-D parameter has a short side ≥ muon_min_dim "
-            f"{settings.muon_min_dim} (largest short side: {largest}), so nothing would train "
-            f"with Muon. Split: {split.summary()}. Use optimizer adamw, or a lower "
-            f"muon_min_dim (a LoRA A's short side is its rank, a LoKr w2's the layer's size "
-            f"divided by the factor)."
-        )
     by_name = dict(named)
     muon = BucketedMuon(
         [{"params": [by_name[n] for n, _ in split.muon], "lr_scale": settings.muon_lr_scale}],

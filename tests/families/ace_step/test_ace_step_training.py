@@ -163,14 +163,12 @@ def test_the_target_loss_ends_the_run_on_the_five_epoch_average(ace_encoded, tmp
     assert Path(result.best_path).exists()
 
 
-def test_muon_with_nothing_to_orthogonalise_is_refused_with_the_split(ace_encoded, tmp_path):
+def test_muon_with_nothing_to_orthogonalise_trains_with_adamw_and_says_so(ace_encoded, tmp_path):
     run = make_run({"type": "lokr", "rank": 8, "factor": 4}, optimizer="muon")
-    with pytest.raises(
-        ConfigError,
-        match=r"no 2-D parameter has a short side ≥ muon_min_dim 16"
-        r".*Split: optimizer muon: 0 Muon / 44 AdamW",
-    ):
-        trainer(ace_encoded, run, tmp_path)
+    trained = trainer(ace_encoded, run, tmp_path)
+    assert type(trained.optimizer) is torch.optim.AdamW
+    assert trained.start_note.startswith("optimizer muon: 0 Muon / 44 AdamW")
+    assert "no 2-D parameter has a short side ≥ muon_min_dim 16" in trained.start_note
 
 
 def test_a_lokr_factor_that_does_not_split_a_layer_names_it_and_the_nearest(ace_encoded, tmp_path):

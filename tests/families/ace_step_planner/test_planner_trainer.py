@@ -132,7 +132,8 @@ def test_a_rank_below_muon_min_dim_trains_with_adamw_and_says_so(planner_encoded
     run = replace(run, adapter=replace(run.adapter, rank=4, alpha=8.0))
     trainer = make_trainer(frame, models, tmp_path, run)
     assert "rank 4 < muon_min_dim 16" in trainer.start_note
-    assert "optimizer adamw" in trainer.start_note
+    assert "optimizer muon: 0 Muon / 28 AdamW" in trainer.start_note
+    assert "every parameter trains with AdamW" in trainer.start_note
 
 
 def test_items_without_codes_skip_the_run_with_one_message(planner_encoded, tmp_path):

@@ -76,7 +76,7 @@ class MlxPlannerTrainer(PlannerTrainer):
         )
         optimizer.init(self.lora.model.trainable_parameters())
         count = len(self.names_order)
-        return optimizer, f"optimizer adamw: {count} parameters on MLX's AdamW", notes
+        return optimizer, "; ".join([*notes, f"optimizer adamw: {count} parameters on MLX's AdamW"])
 
     # --- the step ------------------------------------------------------------------------------
 

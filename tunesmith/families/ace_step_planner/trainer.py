@@ -84,7 +84,7 @@ class PlannerTrainer:
             f"{sum(e.answer_tokens for e in split.validation)} tokens"
         )
         self._attach(run.adapter, cfg.seed)
-        self.optimizer, summary, fallback = self._optimizer(cfg)
+        self.optimizer, summary = self._optimizer(cfg)
         seed = cfg.seed + dit_data.ORDER_SEED
         self.order = Order(len(self.train_items), cfg.accumulation, seed, dit_data.ORDER)
         self.horizon = horizon_steps(cfg.epochs, len(self.train_items), cfg.accumulation)
@@ -96,7 +96,6 @@ class PlannerTrainer:
         self.start_note = "; ".join(
             [
                 f"planner {self.planner_folder.name} ({self.backend})",
-                *fallback,
                 summary,
                 f"{len(self.train_items)} training songs, {self.order.steps_per_epoch()} steps an "
                 f"epoch, horizon {cfg.epochs} epochs = {self.horizon} steps, training {self.steps}",
@@ -172,24 +171,16 @@ class PlannerTrainer:
         return lr_scheduler(self.optimizer, self.schedule, updates)
 
     def _optimizer(self, cfg):
-        """(optimizer, its split in words, notes): Muon where a parameter qualifies, else
-        AdamW, said so."""
+        """(optimizer, its split in words): Muon where a parameter qualifies, AdamW for the
+        rest (all of them at a LoRA rank below muon_min_dim, said so)."""
         settings = OptimizerSettings(
             name=cfg.optimizer, muon_min_dim=cfg.muon_min_dim, muon_lr_scale=cfg.muon_lr_scale
         )
-        notes = []
         try:
             optimizer, split = build_optimizer(self.named, cfg.lr, settings)
         except OptimizerError as exc:
-            if cfg.optimizer != "muon":
-                raise ConfigError(str(exc)) from None
-            notes.append(
-                f"optimizer muon: LoRA rank {self.run.adapter.rank} < muon_min_dim "
-                f"{cfg.muon_min_dim}, so no factor qualifies and the run trains with AdamW"
-            )
-            settings = OptimizerSettings(name="adamw")
-            optimizer, split = build_optimizer(self.named, cfg.lr, settings)
-        return optimizer, split.summary(), notes
+            raise ConfigError(str(exc)) from None
+        return optimizer, split.summary()
 
     # --- the step ------------------------------------------------------------------------------
 

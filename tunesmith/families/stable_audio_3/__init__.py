@@ -42,6 +42,9 @@ class StableAudio3(Family):
         }
     )
 
+    def warnings(self, run) -> list[str]:
+        return settings.warmup_warnings(run.train)
+
     def check_base_model(self, folder: Path) -> None:
         from tunesmith.families.stable_audio_3.base_model import check_base_model
 

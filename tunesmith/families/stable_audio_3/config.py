@@ -6,6 +6,7 @@ its conventions are written up in docs/conventions/stable-audio-3.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -67,3 +68,29 @@ class Sa3Demo(DemoConfig):
     duration: Annotated[Number, Gt(0), Le(MAX_DEMO_SECONDS)] = 10.0  # seconds
     steps: Count = 50  # underfit's demo_steps
     cfg: Number = 7.0  # underfit's demo cfg scale
+
+
+WARMED = 0.9  # the share of train.lr below which a run's last step counts as still warming up
+
+
+def warmup_warnings(train: Sa3Train) -> list[str]:
+    """A line when InverseLR's exponential warmup (lr · (1 − warmup^(k+1)) at step k) leaves
+    the run's last step under 90 % of train.lr: underfit's 0.995 reaches it at step 459, so a
+    100-step run ends at 39 % of its rate and barely learns."""
+    if train.lr_schedule != "inverse_lr" or not train.warmup or not train.steps:
+        return []
+    reached = 1 - train.warmup**train.steps
+    if reached >= WARMED:
+        return []
+    warm_at = math.ceil(math.log(1 - WARMED) / math.log(train.warmup)) - 1
+    return [
+        f"train.warmup {train.warmup} reaches {WARMED:.0%} of train.lr at step {warm_at}, and "
+        f"train.steps is {train.steps}: the run ends at {reached:.0%} of its learning rate. "
+        f"Train more steps, or set a shorter warmup (train.warmup = "
+        f"{_warmup_for(train.steps):.3g} reaches {WARMED:.0%} by a third of the run)"
+    ]
+
+
+def _warmup_for(steps: int) -> float:
+    """The warmup whose ramp reaches WARMED at a third of `steps`."""
+    return (1 - WARMED) ** (1 / max(1, steps // 3))
