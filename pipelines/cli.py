@@ -1,7 +1,8 @@
 """The `tunesmith` command: what people do by hand, on the code path the UI uses.
 
     tunesmith run [DATASET...]   register partitions and materialize every stage
-    tunesmith status [DATASET...]  per dataset and stage: fresh, stale or missing, and why
+    tunesmith status [DATASET...]  per dataset and stage: fresh, stale or missing, and why;
+                                 running or waiting while a build is at work
     tunesmith status DATASET --review  the label values listed for review (labels stage)
     tunesmith ui                 the Dagster UI (`dagster dev`) on 127.0.0.1
     tunesmith examples           write the example datasets

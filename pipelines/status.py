@@ -12,9 +12,10 @@ from pathlib import Path
 
 import dagster as dg
 import pandas as pd
+import psutil
 
 from pipelines.definitions import ASSETS, defs
-from pipelines.instance import open_instance, reap_dead_runs
+from pipelines.instance import LIVE, PID_TAG, open_instance, reap_dead_runs
 from pipelines.operations import _select
 from resources.storage import StorageResource
 from tunesmith.dataset.manifest import fast_fingerprint
@@ -34,8 +35,20 @@ def status(names: list[str]) -> int:
     store = storage.store()
     for key, folder in selected.items():
         print(f"== {key} ({folder})")
+        live = _live_run(instance, key)
+        if live is not None:
+            pid = live.tags.get(PID_TAG, "?")
+            print(f"  a build is running: run {live.run_id[:8]} (pid {pid})")
+        steps = _steps(instance, live) if live is not None else {}
         state: dict[dg.AssetKey, tuple[str, str]] = {}
         for asset_key in STAGES:
+            stage = asset_key.to_user_string()
+            if live is not None and steps.get(stage) != "done":
+                word = "running" if steps.get(stage) == "started" else "waiting"
+                cause = _progress(storage.dataset_out(key), live) if stage == "adapters" else ""
+                state[asset_key] = word, cause
+                print(f"  {stage:<10} {word:<8} {cause if word == 'running' else ''}".rstrip())
+                continue
             record = _latest(instance, asset_key, key)
             word, cause = _stage_status(instance, graph, asset_key, key, folder, record, state)
             if word == "fresh":
@@ -45,6 +58,65 @@ def status(names: list[str]) -> int:
             state[asset_key] = word, cause
             print(f"  {asset_key.to_user_string():<10} {word:<8} {cause}")
     return 0
+
+
+def _live_run(instance: dg.DagsterInstance, partition: str) -> dg.DagsterRun | None:
+    """The unfinished run building `partition` (dead ones were reaped before), if any."""
+    records = instance.get_run_records(
+        dg.RunsFilter(statuses=LIVE, tags={"dagster/partition": partition}), limit=1
+    )
+    return records[0].dagster_run if records else None
+
+
+def _steps(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[str, str]:
+    """Stage → "started" or "done", for the stages `run` has reached."""
+    kinds = {dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS}
+    found = {}
+    for entry in instance.all_logs(run.run_id, of_type=kinds):
+        event = entry.dagster_event
+        done = event.event_type == dg.DagsterEventType.STEP_SUCCESS
+        found[event.step_key] = "done" if done else found.get(event.step_key, "started")
+    return found
+
+
+def _progress(out: Path, run: dg.DagsterRun) -> str:
+    """Each training run's newest step of its total, from the `events.jsonl` the training
+    process writes (a run folder the running build has touched), e.g. `clips-lora: step 12 of
+    400, loss 0.4213`."""
+    since = _started(run)
+    said = []
+    for events in sorted((out / "adapters").glob("*/events.jsonl")):
+        if since and events.stat().st_mtime < since:
+            continue
+        total = step = loss = None
+        for line in _tail(events).splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # the line being written
+            if event.get("event") == "step":
+                step, total, loss = event["step"], event.get("of"), event.get("loss")
+        if total:
+            name = events.parent.name.rsplit("-", 1)[0]
+            shown = f", loss {loss:.4f}" if isinstance(loss, float) else ""
+            said.append(f"{name}: step {step} of {total}{shown}")
+    return "; ".join(said)
+
+
+def _tail(path: Path, size: int = 16384) -> str:
+    """The last `size` bytes of a file (a long run's record is megabytes), whole lines only."""
+    with open(path, "rb") as f:
+        start = max(0, f.seek(0, 2) - size)
+        f.seek(start)
+        text = f.read().decode("utf-8", "replace")
+    return text.split("\n", 1)[-1] if start else text  # a line cut at the start goes
+
+
+def _started(run: dg.DagsterRun) -> float | None:
+    try:
+        return psutil.Process(int(run.tags[PID_TAG])).create_time()
+    except (psutil.Error, ValueError, KeyError):
+        return None
 
 
 def _lost_output(out: Path, stage: str) -> str:

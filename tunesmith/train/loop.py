@@ -149,7 +149,7 @@ def train(
             bar.set_postfix({f"train/{k}": _shown(k, v) for k, v in _postfix(report).items()})
             bar.set_description(f"Step {run.step}, Epoch {run.epoch}")
             bar.update(1)
-            events.step(run.step, report.t, report.loss, **report.fields)
+            events.step(run.step, report.t, report.loss, of=steps, **report.fields)
             over = cap.passed()
             if world > 1 and distributed.any_rank(bool(over), _flag_device(trainer)) and not over:
                 over = "another rank passed its memory cap"  # every rank stops at one step
