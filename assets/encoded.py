@@ -10,6 +10,7 @@ from tunesmith import family as families
 from tunesmith.report import Skipped, StageResult
 from tunesmith.store import content_key
 from tunesmith.train.config import base_model_folder, read_plan
+from tunesmith.train.preflight import base_model_problem
 
 STAGE_VERSION = 1  # the asset's own; each family's encoder versions its cache keys itself
 
@@ -34,7 +35,7 @@ def encoded(
     frames, keys, skipped, results = [], [], [], []
     for family in families.all_families().values():
         chosen = [r for r in runs if families.get(r.family).encoder == family.name]
-        usable, missing = _base_models(family, chosen, roots.models)
+        usable, missing = _base_models(chosen, roots.models)
         skipped += missing
         chosen = [r for r in chosen if base_model_folder(r, roots.models) in usable]
         if not chosen:
@@ -86,20 +87,17 @@ def _warnings(results: list[StageResult]) -> list[str]:
     return [line for r in results for line in r.extra.get("warnings", [])]
 
 
-def _base_models(family, runs, models_root) -> tuple[set, list[Skipped]]:
+def _base_models(runs, models_root) -> tuple[set, list[Skipped]]:
     """The runs' base model folders that are whole, and one message per one that is not (not
-    one per item): what is missing, and where to get the model."""
+    one per item), worded as `tunesmith check` words it."""
     usable, missing = set(), []
     for folder in sorted({base_model_folder(r, models_root) for r in runs}):
-        try:
-            family.check_base_model(folder)
+        users = [r for r in runs if base_model_folder(r, models_root) == folder]
+        problem = base_model_problem(users[0], models_root)
+        if not problem:
             usable.add(folder)
-        except ValueError as exc:
-            names = ", ".join(r.name for r in runs if base_model_folder(r, models_root) == folder)
-            reason = (
-                f"{exc}\nRun(s) {names} are not trained. Put the {family.title} base model in "
-                f'diffusers\' layout at {folder} (README, section "Base models"), or set '
-                "base_model in the dataset's tunesmith.toml."
-            )
-            missing.append(Skipped(f"base model {folder.name}", reason))
+            continue
+        names = ", ".join(r.name for r in users)
+        reason = f"{problem}. Run(s) {names} are not trained."
+        missing.append(Skipped(f"base model {folder.name}", reason))
     return usable, missing

@@ -52,11 +52,10 @@ def status(names: list[str]) -> int:
             record = _latest(instance, asset_key, key)
             word, cause = _stage_status(instance, graph, asset_key, key, folder, record, state)
             if word == "fresh":
-                stage = asset_key.to_user_string()
                 cause = _lost_output(storage.dataset_out(key), stage) or _damaged(store, key, stage)
                 word = "stale" if cause else word
             state[asset_key] = word, cause
-            print(f"  {asset_key.to_user_string():<10} {word:<8} {cause}")
+            print(f"  {stage:<10} {word:<8} {cause}")
     return 0
 
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunesmith import family as families
-from tunesmith.dataset.manifest import AUDIO, IMAGE, kind_of
 from tunesmith.train.config import ConfigError, base_model_folder, load_plan, media_kind
 from tunesmith.train.holdout import on_training_items_note
 
@@ -50,6 +49,8 @@ def preflight(folder: Path, models_root: Path) -> Preflight:
         return found
     counts = media_counts(folder)
     if not counts["audio"] and not counts["image"]:
+        from tunesmith.dataset.manifest import AUDIO, IMAGE  # see media_counts
+
         found.problems.append(
             f"{folder}: no audio files or pictures to train on (audio: "
             f"{', '.join(sorted(AUDIO))}; pictures: {', '.join(sorted(IMAGE))})"
@@ -92,6 +93,10 @@ def near_miss_config(folder: Path) -> Path | None:
 
 def media_counts(folder: Path) -> Counter:
     """How many audio files and pictures the folder holds (hidden files left out)."""
+    # here, not at the top: the manifest module loads pandas, which `tunesmith run` and
+    # `check` need not
+    from tunesmith.dataset.manifest import kind_of
+
     counts: Counter = Counter()
     for path in folder.rglob("*"):
         rel = path.relative_to(folder)
