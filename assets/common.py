@@ -15,6 +15,7 @@ import dagster as dg
 
 from resources.compute import GPU_POOL
 from resources.k8s import gpu_step_tags
+from tunesmith import progress
 from tunesmith.report import StageResult, record_outputs, warning_lines, write_stage
 from tunesmith.store import Store
 from tunesmith.store.atomic import DiskFull
@@ -67,20 +68,22 @@ def stage_asset(name: str, version: int, description: str, **kwargs: Any):
         description=description,
         **kwargs,
     )
-    return lambda fn: decorate(_user_errors_as_failures(fn))
+    return lambda fn: decorate(_user_errors_as_failures(name, fn))
 
 
-def _user_errors_as_failures(fn):
+def _user_errors_as_failures(name: str, fn):
     """Also adds `asset_seconds` to the stage's Output: the time spent in the asset function,
-    so a run's time splits into the stages' own and Dagster's (bench/scale.py reads it)."""
+    so a run's time splits into the stages' own and Dagster's (bench/scale.py reads it); and
+    says to the build's display (`tunesmith.progress`) that the stage is at work."""
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
         def generator(*args, **kwargs):
             start = time.perf_counter()
             try:
-                for event in fn(*args, **kwargs):
-                    yield _timed(event, start)
+                with progress.stage(name):
+                    for event in fn(*args, **kwargs):
+                        yield _timed(event, start)
             except USER_ERRORS as exc:
                 raise dg.Failure(description=str(exc)) from None
 
@@ -90,7 +93,8 @@ def _user_errors_as_failures(fn):
     def function(*args, **kwargs):
         start = time.perf_counter()
         try:
-            return _timed(fn(*args, **kwargs), start)
+            with progress.stage(name):
+                return _timed(fn(*args, **kwargs), start)
         except USER_ERRORS as exc:
             raise dg.Failure(description=str(exc)) from None
 

@@ -23,6 +23,7 @@ from assets.common import datasets as datasets_partitions
 from pipelines.definitions import ASSETS, defs
 from pipelines.instance import launcher_tags, open_instance, reap_dead_runs, watch_pool
 from resources.storage import StorageResource
+from tunesmith import progress
 
 # Dagster's console logger prints every engine event, and a failed step's whole stack; the
 # summary says what failed in one line, and `tunesmith ui` keeps the full logs.
@@ -32,24 +33,29 @@ STAGES = [a.key.to_user_string() for a in ASSETS]  # in dependency order
 
 def build(keys: list[str]) -> int:
     instance = open_instance()
+    storage = StorageResource()
     reap_dead_runs(instance, say=lambda line: print(line, flush=True))
     instance.add_dynamic_partitions(datasets_partitions.name, keys)
     job = defs.resolve_job_def("build_dataset")
     failed = 0
     for key in keys:
-        print(f"== {key}", flush=True)
-        with watch_pool(instance, say=lambda line: print(line, flush=True)):
-            result = job.execute_in_process(
-                instance=instance,
-                partition_key=key,
-                raise_on_error=False,
-                run_config=QUIET,
-                tags=launcher_tags(),
-            )
-        print("\n".join(summary(result)), flush=True)
-        print(f"  report: {StorageResource().dataset_out(key) / 'report.json'}", flush=True)
-        failed += not result.success
+        failed += not build_one(instance, job, storage, key)
     return 1 if failed else 0
+
+
+def build_one(instance, job, storage: StorageResource, key: str) -> bool:
+    print(f"== {key}", flush=True)
+    with progress.shown(), watch_pool(instance, say=lambda line: print(line, flush=True)):
+        result = job.execute_in_process(
+            instance=instance,
+            partition_key=key,
+            raise_on_error=False,
+            run_config=QUIET,
+            tags=launcher_tags(),
+        )
+    print("\n".join(summary(result)), flush=True)
+    print(f"  report: {storage.dataset_out(key) / 'report.json'}", flush=True)
+    return result.success
 
 
 def summary(result: dg.ExecuteInProcessResult) -> list[str]:

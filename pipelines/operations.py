@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from tunesmith.config import Roots
+from tunesmith.config import PROJECT_FILE, Roots
 from tunesmith.dataset.folders import dataset_folders, renamed
 from tunesmith.report import read_report
 from tunesmith.store import Store
@@ -28,12 +28,13 @@ from tunesmith.train.preflight import preflight
 def _select(names: list[str]) -> dict[str, Path]:
     """The datasets asked for, by folder name, partition key or path (all when none); exits
     with one line, creating nothing, when there is no datasets folder or a name is unknown."""
-    root = Roots.from_env().datasets
+    roots = Roots.from_env()
+    root = roots.datasets
     if not root.is_dir():
-        where = "TUNESMITH_DATASETS" if os.environ.get("TUNESMITH_DATASETS") else "the default"
         raise SystemExit(
-            f"no datasets folder at {root} ({where}): set TUNESMITH_DATASETS to the folder "
-            "that holds your dataset folders, or run where data/datasets is"
+            f"no datasets folder at {root} ({roots.origin('datasets')}): set TUNESMITH_DATASETS "
+            f"to the folder that holds your dataset folders, or write a {PROJECT_FILE} with a "
+            '[roots] table (datasets = "…") in your project folder, or run where data/datasets is'
         )
     folders = dataset_folders(root)
     if not names:
@@ -71,6 +72,7 @@ def run(names: list[str]) -> int:
     if not folders:
         print(f"no datasets under {roots.datasets}")
         return 1
+    print(where(roots, list(folders)), flush=True)
     for name, key in renamed(folders).items():
         print(f"dataset folder {name!r} is partition {key!r}")
     # What the person must fix is said here, before any work: a build that cannot train its runs
@@ -98,6 +100,15 @@ def run(names: list[str]) -> int:
         for page in pages:
             print(f"  {page}")
     return 1 if bad else code
+
+
+def where(roots: Roots, keys: list[str]) -> str:
+    """A build's first line: where its record, reports and training logs are."""
+    return (
+        f"building {', '.join(keys)}: runs recorded in {roots.dagster_home} (see them with "
+        f"`tunesmith ui`, http://127.0.0.1:3000); reports and training logs under {roots.out} "
+        "(<dataset>/report.json, <dataset>/adapters/<run>/train.log)"
+    )
 
 
 def _indented(text: str) -> str:

@@ -44,6 +44,7 @@ from typing import Any
 
 import pandas as pd
 
+from tunesmith import progress
 from tunesmith.backends import batches
 from tunesmith.dataset.workers import deal, kept, pool, process_device
 from tunesmith.media.sniff import MediaError
@@ -353,19 +354,21 @@ class _Base:
         if not todo:
             return {}, set()
         planned = part.plan(todo, batches.memory_budget(self.request.placement))
-        if self.processes is None:
-            return encode_batches(part, self.model, planned, self.store)
-        shares = deal(planned, self.request.workers)
         which = "text" if part is self.encoder.text_encoder else "item"
-        tasks = [
-            (self.encoder, which, share, self.store.root, number)
-            for number, share in enumerate(shares)
-        ]
-        failed, made = {}, set()
-        for part_failed, part_made in self.processes(_encode_share, tasks):
-            failed.update(part_failed)
-            made |= part_made
-        return failed, made
+        with progress.work("encoding texts" if which == "text" else "encoding", len(todo)) as tick:
+            if self.processes is None:
+                return encode_batches(part, self.model, planned, self.store, tick)
+            shares = deal(planned, self.request.workers)
+            tasks = [
+                (self.encoder, which, share, self.store.root, number)
+                for number, share in enumerate(shares)
+            ]
+            failed, made = {}, set()
+            for part_failed, part_made in self.processes(_encode_share, tasks):
+                failed.update(part_failed)
+                made |= part_made
+            tick(len(todo))
+            return failed, made
 
     def alone(self, part: BatchEncoder, unit: Unit) -> Writer:
         """What writes `unit`'s entry by itself, here (an entry found missing or damaged)."""
@@ -390,10 +393,14 @@ def _encode_share(task) -> tuple[dict, set[str]]:
 
 
 def encode_batches(
-    part: BatchEncoder, model: Callable[[], Any], planned: list[list[Unit]], store: Store
+    part: BatchEncoder,
+    model: Callable[[], Any],
+    planned: list[list[Unit]],
+    store: Store,
+    tick: Callable[[int], None] = lambda n: None,
 ) -> tuple[dict, set[str]]:
     """Decode and encode each batch of `planned` into the store: (key → (path, reason) of each
-    unit that could not be decoded, the keys written)."""
+    unit that could not be decoded, the keys written). `tick(n)` after each batch."""
     failed: dict[str, tuple[str, str]] = {}
     made: set[str] = set()
     for batch in planned:
@@ -409,6 +416,7 @@ def encode_batches(
                     with store.writing(unit.key) as tmp:
                         writer(tmp)
                     made.add(unit.key)
+        tick(len(batch))
     return failed, made
 
 

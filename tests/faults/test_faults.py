@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -147,7 +148,7 @@ def _sha(path: Path) -> str:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, models) -> World:
     world = World(tmp_path_factory.mktemp("reference"), models)
-    world.rebuild()
+    world.first_build = world.rebuild()
     return world
 
 
@@ -369,3 +370,21 @@ def test_a_moved_base_model_stops_the_build_before_it_unpublishes_anything(built
     assert (world.out / "clips" / "report.json").read_bytes() == report
     assert world.outputs() == reference  # the adapters and renders are still listed and whole
     assert world.status().count(" fresh ") == len(STAGES)
+
+
+def test_a_build_without_a_terminal_writes_plain_lines(built):
+    """A CI log: no bars or escape codes; a line per stage, per finished piece of work and per
+    validation of a training run (its step of the total, losses and the time left)."""
+    lines = built.first_build.splitlines()
+    assert lines[0].startswith("building clips: runs recorded in "), lines[0]
+    assert "\x1b[" not in built.first_build and "\r" not in built.first_build
+    for stage in STAGES:
+        assert f"  {stage.to_user_string()}: started" in lines, (stage, built.first_build)
+    assert any(re.fullmatch(r"  analysing: 3 of 3 in \d+\.\d s", line) for line in lines)
+    assert "  training clips-lora: 40 steps" in lines
+    validations = [line for line in lines if line.startswith("  training clips-lora: step ")]
+    assert [line.split()[3] for line in validations] == ["20", "40"], built.first_build
+    assert re.fullmatch(
+        r"  training clips-lora: step 20 of 40, loss \d\.\d{4}, validation \d\.\d{4}, .+ left",
+        validations[0],
+    ), validations[0]

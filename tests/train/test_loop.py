@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,9 +196,11 @@ def test_a_step_that_says_stop_ends_the_run_after_it(tmp_path):
     assert [e["reason"] for e in events(tmp_path) if e["event"] == "stopped"] == ["enough"]
 
 
-def test_a_new_epoch_starts_a_new_progress_bar(tmp_path):
+def test_the_progress_bar_counts_the_steps_of_the_run_across_epochs(tmp_path):
     stream = io.StringIO()
     trainer = Fake(run_config(steps=7), tmp_path)
     loop.train(trainer, tmp_path, log=lambda _: None, progress=stream)
     text = stream.getvalue()
     assert "Step 3, Epoch 0" in text and "Step 6, Epoch 1" in text and "Step 7, Epoch 2" in text
+    assert re.search(r"Step 6, Epoch 1: +86%\|[^|]*\| 6/7 ", text), text
+    assert re.search(r"Step 7, Epoch 2: 100%\|[^|]*\| 7/7 ", text), text

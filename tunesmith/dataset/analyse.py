@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunesmith import progress
 from tunesmith.analysis.image import IMAGE_ANALYZER_VERSION, analyze_image
 from tunesmith.dataset.manifest import FileEntry
-from tunesmith.dataset.workers import run_all
+from tunesmith.dataset.workers import each
 from tunesmith.media.sniff import MediaError, check_format
 from tunesmith.store import Store, content_key, sha256_file
 
@@ -64,11 +65,13 @@ def analyse_items(
         workers = 1
     tasks = [(str(folder / item.path), item.path, item.kind, item.sha256) for item in todo]
     changed = set()
-    for item, value in zip(todo, run_all(analyse_file, tasks, workers), strict=True):
-        if value is None:
-            changed.add(item.path)
-        else:
-            store.write_json(keys[item.path], value)
+    with progress.work("analysing", len(todo)) as tick:
+        for item, value in zip(todo, each(analyse_file, tasks, workers), strict=True):
+            if value is None:
+                changed.add(item.path)
+            else:
+                store.write_json(keys[item.path], value)
+            tick(1)
     return Analysed(keys, len(todo) - len(changed), changed)
 
 

@@ -49,11 +49,17 @@ def run_all(function: Callable[[Any], Any], tasks: Sequence[Any], workers: int) 
     `function` must be importable by name (a module-level function), as each worker imports
     it. With one worker, or one task, nothing is started and the calls run here.
     """
+    return list(each(function, tasks, workers))
+
+
+def each(function: Callable[[Any], Any], tasks: Sequence[Any], workers: int) -> Iterator[Any]:
+    """`run_all`'s results one by one, in the order of `tasks`, as they are ready."""
     size = min(pool_size(workers), len(tasks))
     if size <= 1:
-        return [function(task) for task in tasks]
+        yield from (function(task) for task in tasks)
+        return
     with ProcessPoolExecutor(max_workers=size, mp_context=_context()) as pool:
-        return list(pool.map(function, tasks, chunksize=1))
+        yield from pool.map(function, tasks, chunksize=1)
 
 
 def _context():

@@ -3,7 +3,7 @@
 Before the first step (a fresh run): the validation loss of the base model (every adapter
 starts at zero), the adapter written as the first best, the demos rendered as samples.
 Then per step: the trainer's update; the stop on a non-finite loss; progress (underfit's
-bar: one per epoch, `train/*` postfix keys) and the step's record; the memory cap. Every
+line, `train/*` postfix keys, with the run's total) and the step's record; the memory cap. Every
 `eval_every` steps and at the end: the validation loss, samples, and the best adapter
 rewritten when the loss improved. Every `checkpoint_every` steps and at the end: the
 family's periodic adapter file (if it writes one) and the full state to resume from. A run
@@ -127,7 +127,7 @@ def train(
     events = History(run_dir, run.step) if main else _NoEvents()
     cap = MemoryCap(cfg.cap, trainer.device)  # ends the run past it
     trained, train_seconds, stopped = 0, 0.0, ""
-    bar = _bar(run.step, run.epoch, progress or sys.stdout, disable=not main)
+    bar = _bar(run.step, run.epoch, steps, progress or sys.stdout, disable=not main)
     try:
         while run.step < steps:
             tick = time.perf_counter()
@@ -140,9 +140,6 @@ def train(
                 )
             if report.note:
                 log(f"{name}: {report.note}")
-            if report.epoch != run.epoch:
-                bar.close()
-                bar = _bar(run.step, report.epoch, progress or sys.stdout, disable=not main)
             run.step, run.epoch = run.step + 1, report.epoch
             trained += 1
             train_seconds += time.perf_counter() - tick
@@ -231,10 +228,18 @@ def _shown(key: str, value: float) -> str:
     return f"{value:.3e}" if key == "lr" else f"{value:.6f}"
 
 
-def _bar(step: int, epoch: int, stream: TextIO, disable: bool = False) -> tqdm:
-    # underfit's progress output: one bar per epoch, redrawn every step.
+def _bar(step: int, epoch: int, steps: int, stream: TextIO, disable: bool = False) -> tqdm:
+    # underfit's progress line (its description "Step N, Epoch E" and `train/*` postfix keys),
+    # redrawn every step; one bar for the run with the run's total, so the line says how far
+    # the run is and the time left, where underfit's restarts each epoch without a total.
     return tqdm(
-        desc=f"Step {step}, Epoch {epoch}", mininterval=0, miniters=1, file=stream, disable=disable
+        desc=f"Step {step}, Epoch {epoch}",
+        total=steps,
+        initial=step,
+        mininterval=0,
+        miniters=1,
+        file=stream,
+        disable=disable,
     )
 
 
