@@ -167,10 +167,53 @@ def test_commands_run_where_there_is_no_datasets_folder_say_so_and_create_nothin
         assert done.returncode == 1 and "Traceback" not in said, (command, said)
         assert said == (
             f"no datasets folder at {tmp_path / 'data' / 'datasets'} (the default): set "
-            "TUNESMITH_DATASETS to the folder that holds your dataset folders, or run where "
-            "data/datasets is"
+            "TUNESMITH_DATASETS to the folder that holds your dataset folders, or write a "
+            'tunesmith-project.toml with a [roots] table (datasets = "…") in your project '
+            "folder, or run where data/datasets is"
         ), said
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_roots_come_from_a_project_file_in_the_folder_or_above(tmp_path, monkeypatch):
+    from pipelines.operations import _select
+    from tunesmith.config import Roots
+
+    for var in ("TUNESMITH_DATASETS", "TUNESMITH_OUT", "TUNESMITH_STORE", "TUNESMITH_MODELS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    project = tmp_path / "album"
+    (project / "songs" / "bedroom tapes").mkdir(parents=True)
+    (project / "notes" / "deep").mkdir(parents=True)
+    (project / "tunesmith-project.toml").write_text(
+        '[roots]\ndatasets = "songs"\nstore = "cache"\nmodels = "/srv/models"\n'
+    )
+    monkeypatch.chdir(project / "notes" / "deep")
+    roots = Roots.from_env()
+    assert roots.datasets == project / "songs" and roots.store == project / "cache"
+    assert roots.models == Path("/srv/models")
+    assert roots.out == project / "notes" / "deep" / "data" / "out"  # not set: the default
+    assert roots.origin("datasets") == str(project / "tunesmith-project.toml")
+    assert list(_select(["bedroom tapes"]).values()) == [project / "songs" / "bedroom tapes"]
+    monkeypatch.setenv("TUNESMITH_STORE", str(tmp_path / "elsewhere"))  # a variable wins
+    assert Roots.from_env().store == tmp_path / "elsewhere"
+    assert Roots.from_env().origin("store") == "TUNESMITH_STORE"
+
+
+def test_a_project_file_that_is_wrong_is_one_line(tmp_path, monkeypatch):
+    from tunesmith.config import Roots
+
+    monkeypatch.delenv("TUNESMITH_DATASETS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tunesmith-project.toml").write_text('[roots]\ndataset = "songs"\n')
+    with pytest.raises(
+        SystemExit,
+        match=r"tunesmith-project.toml: \[roots\] takes paths .*"
+        r"found dataset$",
+    ):
+        Roots.from_env()
+    (tmp_path / "tunesmith-project.toml").write_text("[roots\n")
+    with pytest.raises(SystemExit, match="tunesmith-project.toml: not a readable TOML file"):
+        Roots.from_env()
 
 
 def test_a_dataset_is_named_by_its_folder_name_key_or_path(tmp_path, monkeypatch):
