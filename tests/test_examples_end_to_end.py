@@ -128,8 +128,19 @@ def test_command_line_run_status_and_gc(tmp_path):
     caption.write_text("rngstyle, an edited caption")
     status = cli(env, "status", "rings")
     assert "files in the dataset folder changed" in status and "upstream manifest" in status
+    first = json.loads((tmp_path / "out" / "rings" / "report.json").read_text())
     out = cli(env, "run", "rings")
     report = json.loads((tmp_path / "out" / "rings" / "report.json").read_text())
+    # why the run trained again, and which folder is current now
+    (before,) = [Path(r["run_dir"]).name for r in first["stages"]["adapters"]["runs"]]
+    (now,) = [Path(r["run_dir"]).name for r in report["stages"]["adapters"]["runs"]]
+    said = f"run rings-lora: retrained into {now}: 1 caption changed (rings_00.png) "
+    assert f"{said}(the last build's {before} is kept)" in out, out
+    index = json.loads((tmp_path / "out" / "rings" / "adapters" / "index.json").read_text())
+    assert index["rings-lora"]["current"] == now
+    assert index["rings-lora"]["earlier"] == [
+        {"folder": before, "made_because": "first training of this run"}
+    ]
     assert report["stages"]["labels"]["computed"] == 1
     assert report["stages"]["labels"]["cached"] == 11
     assert cli(env, "status", "rings").count("fresh") == len(STAGES)

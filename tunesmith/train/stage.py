@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from tunesmith import family as families
 from tunesmith.backends.placement import Placement
 from tunesmith.report import edited_outputs
 from tunesmith.store import bytes_on_disk, content_key
+from tunesmith.store.atomic import write_if_changed
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.train.config import RunConfig, computed, world_size
 
@@ -45,6 +46,7 @@ class RunPlan:
     key: str
     base_fingerprint: str
     items: pd.DataFrame  # the encoded rows this run trains on
+    inputs: dict[str, Any] = field(default_factory=dict)  # what the key covers, readable
 
     @property
     def result_path(self) -> Path:
@@ -99,18 +101,26 @@ def plan(
     inputs = family.other_models(run, base_model, fingerprint_cache, items)  # ValueError: skip
     # The step count and the demos do not change what is trained up to a step.
     without_steps = replace(run, train=replace(run.train, steps=0), demos=())
+    rows = items.to_dict("records")
     key = content_key(
         stage="adapters",
         version=STAGE_VERSION,
         family=run.family,
         run=computed(without_steps),
-        items=[[r[k] for k in family.item_keys] for r in items.to_dict("records")],
+        items=[[r[k] for k in family.item_keys] for r in rows],
         base=fingerprint,
         placement=placement.as_dict(),
         **({"inputs": inputs} if inputs else {}),
     )
     run_dir = out / "adapters" / f"{run.name}-{key[:10]}"
-    return RunPlan(run, base_model, run_dir, key, fingerprint, items)
+    readable = {
+        "settings": computed(without_steps),
+        "items": {r["path"]: {k: r[k] for k in family.item_keys if k != "path"} for r in rows},
+        "base_model": fingerprint,
+        "placement": placement.as_dict(),
+        "other_models": inputs or {},
+    }
+    return RunPlan(run, base_model, run_dir, key, fingerprint, items, readable)
 
 
 def kept(plan: RunPlan) -> str:
@@ -196,3 +206,141 @@ def remove_superseded(out_root: Path, dry_run: bool = False) -> list[tuple[Path,
                 out, lambda r: r.get("stages", {}).get("adapters", {}).pop("superseded", None)
             )
     return removed
+
+
+INPUTS = "inputs.json"  # in each run folder: what its key covers, and why it was made
+# What a change in an item's column is, in a person's words (each family's `item_keys`).
+ITEM_PARTS = {"entry": "latents", "pieces": "caption", "caption_entry": "caption"}
+ITEM_PARTS |= {"lyrics_entry": "lyrics", "run": "run"}
+
+
+def why(plan: RunPlan, previous: Path | None) -> str:
+    """Why this build trains `plan` (or uses its folder), against the run's folder of the last
+    build (`previous`), in one line: "retrained into songs-lora-…: 1 caption changed
+    (dusty_keys.wav)", "… train.lr 0.0001 → 0.0002", "train.steps 200 → 400: training
+    continues in its folder"; "" when the run is cached in the same folder."""
+    if previous == plan.run_dir:
+        done = sorted(plan.run_dir.glob("result-steps=*.json"))
+        if plan.cached():
+            return ""
+        if done:
+            before = max(int(p.stem.split("=", 1)[1]) for p in done)
+            return (
+                f"train.steps {before} → {plan.run.train.steps}: training continues in its folder"
+            )
+        return "an unfinished training continues from its saved state"
+    if previous is None:
+        return "first training of this run"
+    record = previous / INPUTS
+    if plan.cached():  # settings that had been trained before, then changed, are back
+        earlier = _changes(json.loads(record.read_text(encoding="utf-8"))["inputs"], plan.inputs)
+        return (
+            f"back to the earlier folder {plan.run_dir.name}, trained before, its adapter used "
+            f"again ({'; '.join(earlier) or 'the same inputs'})"
+            if record.exists()
+            else f"back to the earlier folder {plan.run_dir.name}: its adapter is used again"
+        )
+    if not record.exists():
+        return (
+            f"retrained into {plan.run_dir.name}: settings or data changed since "
+            f"{previous.name} (which holds no record of its inputs)"
+        )
+    changes = _changes(json.loads(record.read_text(encoding="utf-8"))["inputs"], plan.inputs)
+    text = "; ".join(changes) or "the training code changed"
+    return f"retrained into {plan.run_dir.name}: {text} (the last build's {previous.name} is kept)"
+
+
+def _changes(before: dict, now: dict) -> list[str]:
+    now = json.loads(json.dumps(now))  # as the record reads back (a tuple is a list there)
+    said = []
+    old_items, new_items = before.get("items", {}), now["items"]
+    changed: dict[str, list[str]] = {}
+    for path in sorted(set(old_items) & set(new_items)):
+        for column, value in new_items[path].items():
+            if old_items[path].get(column) != value:
+                changed.setdefault(ITEM_PARTS.get(column, column), []).append(path)
+    for word, paths in changed.items():
+        said.append(f"{_count(len(paths), word)} changed ({_names(paths)})")
+    added, removed = (
+        sorted(set(new_items) - set(old_items)),
+        sorted(set(old_items) - set(new_items)),
+    )
+    if added:
+        said.append(f"{_count(len(added), 'item')} added ({_names(added)})")
+    if removed:
+        said.append(f"{_count(len(removed), 'item')} removed ({_names(removed)})")
+    settings = _flat_changes(before.get("settings", {}), now["settings"])
+    if settings:
+        more = f" and {len(settings) - 4} more" if len(settings) > 4 else ""
+        said.append(", ".join(settings[:4]) + more)
+    if before.get("base_model") != now["base_model"]:
+        said.append("the base model's files changed")
+    if before.get("other_models") != now["other_models"]:
+        said.append("another model the run reads changed")
+    if before.get("placement") != now["placement"]:
+        said.append(
+            f"placement {_placement(before.get('placement'))} → {_placement(now['placement'])}"
+        )
+    return said
+
+
+def _flat_changes(before: Any, now: Any, prefix: str = "") -> list[str]:
+    """`key.sub old → new` for each leaf that differs."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        found = []
+        for key in sorted(set(before) | set(now)):
+            found += _flat_changes(before.get(key), now.get(key), f"{prefix}{key}.")
+        return found
+    if before == now:
+        return []
+    return [f"{prefix[:-1]} {json.dumps(before)} → {json.dumps(now)}"]
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 or word.endswith("s") else f"{n} {word}s"
+
+
+def _names(paths: list[str], shown: int = 3) -> str:
+    names = ", ".join(Path(p).name for p in paths[:shown])
+    return names + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
+
+
+def _placement(placement: dict | None) -> str:
+    if not placement:
+        return "unknown"
+    return "/".join(str(placement.get(k)) for k in ("backend", "device", "dtype") if k in placement)
+
+
+def record_inputs(plan: RunPlan, cause: str) -> None:
+    """Write the run folder's `inputs.json` when the folder is new (a resumed folder keeps the
+    record of what made it)."""
+    path = plan.run_dir / INPUTS
+    if path.exists():
+        return
+    plan.run_dir.mkdir(parents=True, exist_ok=True)
+    document = {"run": plan.run.name, "key": plan.key, "made_because": cause, "inputs": plan.inputs}
+    write_if_changed(path, (json.dumps(document, indent=1, sort_keys=True) + "\n").encode())
+
+
+def write_index(adapters: Path, rows: list[dict]) -> None:
+    """`adapters/index.json`: per run, the folder this build made current, why, and the run's
+    earlier folders still there, each with why it was made."""
+    index = {}
+    for row in rows:
+        current = Path(row["run_dir"])
+        earlier = superseded(adapters, {row["run"]: current})
+        index[row["run"]] = {
+            "current": current.name,
+            "why": row.get("why", ""),
+            "earlier": [{"folder": f.name, "made_because": _made_because(f)} for f in earlier],
+        }
+    if index:
+        text = json.dumps(index, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        write_if_changed(adapters / "index.json", text.encode("utf-8"))
+
+
+def _made_because(folder: Path) -> str:
+    record = folder / INPUTS
+    if not record.exists():
+        return ""
+    return json.loads(record.read_text(encoding="utf-8")).get("made_because", "")
