@@ -63,8 +63,9 @@ def work(label: str, total: int) -> Iterator[Callable[[int], None]]:
 
 
 @contextmanager
-def training(run: str, events: Path, steps: int) -> Iterator[None]:
-    """While the body trains `run` (a process appending to `events`), its steps are shown."""
+def training(run: str, events: Path, steps: int | None) -> Iterator[None]:
+    """While the body trains `run` (a process appending to `events`), its steps are shown.
+    `steps` None: the trainer sets its horizon (in epochs), read from its first step event."""
     if _display is None:
         yield
         return
@@ -79,7 +80,7 @@ def training(run: str, events: Path, steps: int) -> Iterator[None]:
 class _Watch(threading.Thread):
     """Reads the newest `step` and `validation` events of one run's `events.jsonl`."""
 
-    def __init__(self, display: Display, run: str, events: Path, steps: int) -> None:
+    def __init__(self, display: Display, run: str, events: Path, steps: int | None) -> None:
         super().__init__(daemon=True)
         self.display, self.run_name, self.events, self.steps = display, run, events, steps
         self.done = threading.Event()
@@ -149,10 +150,10 @@ class Display:
         t = self.tasks[task]
         self.say(f"  {t['label']}: {t['done']} of {t['total']} in {_duration(_since(t))}")
 
-    def training_started(self, run: str, steps: int) -> int:
+    def training_started(self, run: str, steps: int | None) -> int:
         task = self.work_started(f"training {run}", steps)
         self.tasks[task].update(step=0, first=None, loss=None, validation=None)
-        self.say(f"  training {run}: {steps} steps")
+        self.say(f"  training {run}: {f'{steps} steps' if steps else 'started'}")
         return task
 
     def training_step(self, task: int, step: int, total: int, loss: float | None) -> None:
@@ -187,7 +188,7 @@ class Live(Display):
         self.bars = Progress(
             TextColumn("  {task.description}"),
             BarColumn(bar_width=24),
-            TextColumn("{task.fields[unit]}{task.completed:.0f} of {task.total:.0f}"),
+            TextColumn("{task.fields[unit]}{task.completed:.0f}{task.fields[of]}"),
             TextColumn("{task.fields[detail]}"),
             TimeRemainingColumn(compact=True),
             console=console,
@@ -206,7 +207,9 @@ class Live(Display):
     def work_started(self, label: str, total: int) -> int:
         with self.lock:
             task = super().work_started(label, total)
-            self.ids[task] = self.bars.add_task(label, total=total, unit="", detail="")
+            self.ids[task] = self.bars.add_task(
+                label, total=total, unit="", of=f" of {total}", detail=""
+            )
             self.bars.refresh()
             return task
 
@@ -222,12 +225,12 @@ class Live(Display):
             self.bars.refresh()
             Display.work_ended(self, task)
 
-    def training_started(self, run: str, steps: int) -> int:
+    def training_started(self, run: str, steps: int | None) -> int:
         with self.lock:
             task = Display.work_started(self, f"training {run}", steps)
             self.tasks[task].update(step=0, first=None, loss=None, validation=None)
             self.ids[task] = self.bars.add_task(
-                f"training {run}", total=steps, unit="step ", detail=""
+                f"training {run}", total=steps, unit="step ", of=_of(steps), detail=""
             )
             self.bars.refresh()
             return task
@@ -236,7 +239,9 @@ class Live(Display):
         with self.lock:
             super().training_step(task, step, total, loss)
             t = self.tasks[task]
-            self.bars.update(self.ids[task], completed=step, total=total, detail=_losses(t))
+            self.bars.update(
+                self.ids[task], completed=step, total=total, of=_of(total), detail=_losses(t)
+            )
             self.bars.refresh()
 
     def training_validation(self, task: int, step: int, loss: float) -> None:
@@ -285,6 +290,10 @@ def shown(stream: TextIO | None = None) -> Iterator[Display]:
             display.stream.close()
 
 
+def _of(total: int | None) -> str:
+    return f" of {total}" if total else ""
+
+
 def _losses(t: dict) -> str:
     loss = f"loss {t['loss']:.4f}" if isinstance(t["loss"], float) else ""
     validation = f"validation {t['validation']:.4f}" if t["validation"] is not None else ""
@@ -292,10 +301,10 @@ def _losses(t: dict) -> str:
 
 
 def _training_text(t: dict, left: bool = True) -> str:
-    text = f"step {t['step']} of {t['total']}"
+    text = f"step {t['step']}{_of(t['total'])}"
     if losses := _losses(t):
         text += f", {losses}"
-    if left and t["first"] is not None and t["step"] > t["first"][0]:
+    if left and t["total"] and t["first"] is not None and t["step"] > t["first"][0]:
         rate = (t["step"] - t["first"][0]) / (time.monotonic() - t["first"][1])
         text += f", {_duration((t['total'] - t['step']) / rate)} left"
     return text
