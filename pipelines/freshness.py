@@ -1,0 +1,117 @@
+"""Whether a dataset's stages are fresh: the one decision `tunesmith status` prints and the
+folder sensor acts on.
+
+A stage is fresh when Dagster's record says so (its code version, and the data version of
+what it read, are the current ones) and what its last build wrote is still there: every
+file its table names exists, and its cached entries have their recorded sizes. The
+definitions are passed in as their asset graph, so the sensor, which they hold, can ask too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+from resources.storage import StorageResource
+from tunesmith.dataset.manifest import fast_fingerprint
+from tunesmith.report import edited_outputs, output_files
+from tunesmith.store import Store
+
+State = dict[dg.AssetKey, tuple[str, str]]  # stage → (fresh, stale or missing; the cause)
+
+
+def current(instance, graph, storage: StorageResource, partition: str, folder: Path) -> bool:
+    """Is every stage of the dataset fresh: its last build is of the folder as it is now?"""
+    state: State = {}
+    for asset_key in graph.toposorted_asset_keys:
+        state[asset_key] = stage_state(
+            instance, graph, storage, asset_key, partition, folder, state
+        )
+        if state[asset_key][0] != "fresh":
+            return False  # the first stale stage decides; the rest are not read
+    return bool(state)
+
+
+def stage_state(
+    instance, graph, storage: StorageResource, asset_key, partition: str, folder: Path, state: State
+) -> tuple[str, str]:
+    """One stage's word and cause; `state` holds the stages above it (dependency order)."""
+    record = latest(instance, asset_key, partition)
+    word, cause = _recorded(instance, graph, asset_key, partition, folder, record, state)
+    if word == "fresh":
+        stage, out = asset_key.to_user_string(), storage.dataset_out(partition)
+        cause = _lost_output(out, stage) or _damaged(storage.store(), partition, stage)
+        word = "stale" if cause else word
+    return word, cause
+
+
+def latest(instance, asset_key: dg.AssetKey, partition: str, upto: int | None = None):
+    """The newest materialization of one partition (at or before storage id `upto`)."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=asset_key,
+            asset_partitions=[partition],
+            before_storage_id=upto + 1 if upto is not None else None,
+        ),
+        limit=1,
+    ).records
+    return records[0].asset_materialization if records else None
+
+
+def _version(mat) -> str | None:
+    return mat.tags.get("dagster/data_version")
+
+
+def _recorded(instance, graph, asset_key, partition, folder, mat, state) -> tuple[str, str]:
+    """What Dagster's record says of the stage."""
+    if mat is None:
+        return "missing", "never materialized"
+    node = graph.get(asset_key)
+    built_with = mat.tags.get("dagster/code_version")
+    if node.code_version != built_with:
+        return "stale", f"code changed ({built_with} → {node.code_version})"
+    if not node.parent_keys:  # the manifest: compare the folder with what was scanned
+        seen = mat.metadata.get("fingerprint")
+        if seen is None or seen.value != fast_fingerprint(folder):
+            return "stale", "files in the dataset folder changed since the last build"
+        return "fresh", ""
+    for parent in sorted(node.parent_keys):
+        name = parent.to_user_string()
+        if state.get(parent, ("fresh",))[0] != "fresh":
+            return "stale", f"upstream {name} is {state[parent][0]}"
+        # Dagster's input_data_version tag is a hash over upstream partitions; the event
+        # pointer names the exact upstream materialization this one read.
+        pointer = mat.tags.get(f"dagster/input_event_pointer/{name}")
+        consumed = latest(instance, parent, partition, upto=int(pointer)) if pointer else None
+        now = latest(instance, parent, partition)
+        if consumed is None or now is None or _version(consumed) != _version(now):
+            return "stale", f"{name} has a new data version"
+    return "fresh", ""
+
+
+def _lost_output(out: Path, stage: str) -> str:
+    """The first file the stage's last build wrote that is gone, as a cause; "" if none."""
+    table = out / f"{stage}.parquet"
+    if not table.exists():
+        return f"its table {table} is missing"
+    paths = output_files(pd.read_parquet(table))
+    for path in paths:
+        if not Path(path).exists():
+            return f"{path} is missing (the next build writes it again)"
+    edited = edited_outputs(out, stage, paths)
+    if edited:
+        more = f" and {len(edited) - 1} more" if len(edited) > 1 else ""
+        return f"{edited[0]}{more} edited by hand: rebuilt next time"
+    return ""
+
+
+def _damaged(store: Store, dataset: str, stage: str) -> str:
+    roots = store.roots / dataset / f"{stage}.json"
+    keys = json.loads(roots.read_text(encoding="utf-8")) if roots.exists() else []
+    damaged = store.damaged(keys)
+    if not damaged:
+        return ""
+    return f"{len(damaged)} cached entries damaged, first {damaged[0]} (the next build redoes them)"
