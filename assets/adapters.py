@@ -1,6 +1,7 @@
 """Asset `adapters`: one trained adapter per run, each trained in its own process (Pipes)."""
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -170,22 +171,20 @@ def _exit_detail(exc: Exception) -> str:
 
 
 def _metadata(rows: list[dict]) -> dict:
+    """What the asset's page shows without a click: the runs and every validation loss as
+    tables, each run's best adapter file as a path; and the values other code reads
+    (`runs_summary`: the command's summary; the first run's losses and placement)."""
     if not rows:
         return {}
-    table = "\n".join(
-        f"| {r['run']} | {r['base_loss']:.5f} | {r['best_loss']:.5f} | {r['best_step']} "
-        f"| {r['steps']} | {r['steps_per_second']:.2f} |"
-        for r in rows
-    )
-    header = (
-        "| run | base loss | best loss | best step | steps | steps/s |\n|---|---|---|---|---|---|\n"
-    )
     first = rows[0]
     return {
-        "validation": dg.MetadataValue.md(header + table),
+        "runs": _table(RUN_COLUMNS, rows),
+        "validation_losses": _table(
+            LOSS_COLUMNS, [{"run": r["run"], **point} for r in rows for point in r["history"]]
+        ),
+        **{f"adapter {r['run']}": dg.MetadataValue.path(r["best_path"]) for r in rows},
         "best_loss": float(first["best_loss"]),
         "base_loss": float(first["base_loss"]),
-        "best_adapter": dg.MetadataValue.path(first["best_path"]),
         "placement": first.get("placement", ""),
         "runs_summary": dg.MetadataValue.json(
             [
@@ -197,6 +196,38 @@ def _metadata(rows: list[dict]) -> dict:
             ]
         ),
     }
+
+
+# The tables' columns: (heading, the row's key, type). The UI draws a table metadata value as
+# a table on the asset's page, where markdown is one more block of text to read.
+RUN_COLUMNS = [
+    ("run", "run", "string"),
+    ("base loss", "base_loss", "float"),
+    ("best loss", "best_loss", "float"),
+    ("best step", "best_step", "int"),
+    ("steps", "steps", "int"),
+    ("steps/s", "steps_per_second", "float"),
+]
+LOSS_COLUMNS = [("run", "run", "string"), ("step", "step", "int"), ("loss", "loss", "float")]
+CAST = {"string": str, "int": int, "float": float}
+
+
+def _table(columns: list[tuple[str, str, str]], rows: list[dict]) -> dg.TableMetadataValue:
+    schema = dg.TableSchema(columns=[dg.TableColumn(name, kind) for name, _, kind in columns])
+    records = [
+        dg.TableRecord({name: _cell(CAST[kind], row[key]) for name, key, kind in columns})
+        for row in rows
+    ]
+    return dg.MetadataValue.table(records, schema=schema)
+
+
+def _cell(cast, value):
+    """A cell as a person reads it: a float to six significant digits; a loss that is not
+    finite (a run that diverged) left empty, since NaN is not JSON."""
+    value = cast(value)
+    if not isinstance(value, float):
+        return value
+    return float(f"{value:.6g}") if math.isfinite(value) else None
 
 
 def _check(family: families.Family, rows: list[dict], record: Path) -> dg.AssetCheckResult:

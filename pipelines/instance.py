@@ -10,6 +10,9 @@ Three things keep a killed build from stopping the next one:
   watched by the daemon's run monitoring (enabled in the dagster.yaml written here).
 - `watch_pool` prints, while a step of this process waits on the `gpu` pool, which run holds
   it — instead of a silent wait.
+
+The dagster.yaml written here also keeps the UI quiet: no telemetry, and no "Join the Dagster
+community" dialog over the first page.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import dagster as dg
 import psutil
+import yaml
 
 from resources.compute import GPU_POOL
 
@@ -47,8 +51,17 @@ python_logs:
   managed_python_loggers:
     - tunesmith               # store warnings (an evicted entry) appear in the run's log
 telemetry:
-  enabled: false
+  enabled: false              # nothing about this machine's runs leaves it
 """
+# Telemetry off does not hide the UI's "Join the Dagster community" dialog (an email form and
+# a newsletter box over the first page, shown on 127.0.0.1 and localhost until dismissed in
+# that browser): the webserver asks the instance's `nux` setting. A home an earlier tunesmith
+# wrote gets this added when it is next opened.
+NUX_OFF = """\
+nux:
+  enabled: false              # no "Join the Dagster community" dialog in the UI
+"""
+DAGSTER_YAML += NUX_OFF
 
 
 def dagster_home() -> Path:
@@ -70,15 +83,24 @@ def open_instance() -> dg.DagsterInstance:
     """The instance in DAGSTER_HOME, its storage created by one process at a time."""
     home = dagster_home()
     with _locked(home):
-        config = home / "dagster.yaml"
-        if not config.exists():
-            config.write_text(DAGSTER_YAML)
+        _write_config(home / "dagster.yaml")
         instance = dg.DagsterInstance.get()
         # Touch every storage so each creates its schema now, inside the lock.
         instance.get_runs_count()
         instance.event_log_storage.get_pool_limits()
         instance.schedule_storage.all_instigator_state()
     return instance
+
+
+def _write_config(config: Path) -> None:
+    """DAGSTER_YAML in a new home; the `nux` setting added to one an earlier tunesmith wrote
+    without it. A dagster.yaml of a person's own (no tunesmith header) is left as it is."""
+    if not config.exists():
+        config.write_text(DAGSTER_YAML)
+        return
+    text = config.read_text()
+    if text.startswith(DAGSTER_YAML.splitlines()[0]) and "nux" not in (yaml.safe_load(text) or {}):
+        config.write_text(text.rstrip("\n") + "\n" + NUX_OFF)
 
 
 def launcher_tags() -> dict[str, str]:
