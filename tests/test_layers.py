@@ -17,7 +17,7 @@ import tunesmith
 
 REPO = Path(tunesmith.__file__).parent.parent
 ENGINE = [
-    {"store", "config"},
+    {"store", "config", "progress"},
     {"media"},
     {"analysis", "backends", "report"},
     {"adapters", "formats"},
