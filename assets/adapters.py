@@ -18,6 +18,7 @@ from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
 from tunesmith import family as families
+from tunesmith import progress
 from tunesmith.report import Skipped, StageResult, read_report
 from tunesmith.store import content_key, verdicts
 from tunesmith.train import stage as engine
@@ -64,6 +65,10 @@ def adapters(
     manifest_version = (
         read_report(out).get("stages", {}).get("manifest", {}).get("data_version", "")
     )
+    last_build = {  # each run's folder in the last build, to say why one changes
+        r["run"]: Path(r["run_dir"])
+        for r in read_report(out).get("stages", {}).get("adapters", {}).get("runs", [])
+    }
     rows, skipped, keys = [], [], []
     cached = computed = 0
     for run in runs:
@@ -84,6 +89,10 @@ def adapters(
             skipped.append(Skipped(f"run {run.name}", str(exc)))
             continue
         keys.append(plan.key)
+        why = engine.why(plan, last_build.get(run.name))
+        if why:
+            context.log.info(f"{run.name}: {why}")
+        engine.record_inputs(plan, why)  # a folder made before such records gets one too
         if plan.cached():
             cached += 1
             context.log.info(f"{run.name}: cached ({plan.result_path})")
@@ -104,10 +113,17 @@ def adapters(
                 "history": result["history"],
                 "validation_note": result["validation_note"],
                 "stopped": stopped,
+                "why": why,
+                "files": [
+                    {"tool": tool, "path": str(path)}
+                    for tool, path in family.files_for_tools(run, Path(result["best_path"]))
+                    if path.exists()
+                ],
             }
         )
     frame = pd.DataFrame(rows, columns=[*COLUMNS, "history", "validation_note", "stopped"])
     extra = {"runs": rows, **engine.superseded_section(out / "adapters", rows)}
+    engine.write_index(out / "adapters", rows)
     result = StageResult(
         stage="adapters",
         data_version=content_key(stage="adapters", keys=keys, rows=frame[COLUMNS].to_json()),
@@ -143,7 +159,9 @@ def _train(context, plan: engine.RunPlan, placement, manifest_version: str) -> N
     with tempfile.TemporaryDirectory(prefix="tunesmith-", dir=shm) as folder:
         error_path = Path(folder) / "error.json"
         extras["error_path"] = str(error_path)
-        _run_child(context, plan, extras, error_path)
+        events, steps = plan.run_dir / "events.jsonl", plan.run.train.steps
+        with progress.training(plan.run.name, events, steps):
+            _run_child(context, plan, extras, error_path)
 
 
 def _run_child(context, plan: engine.RunPlan, extras: dict, error_path: Path) -> None:
@@ -190,7 +208,16 @@ def _metadata(rows: list[dict]) -> dict:
             [
                 {
                     k: r[k]
-                    for k in ("run", "base_loss", "best_loss", "best_step", "best_path", "stopped")
+                    for k in (
+                        "run",
+                        "base_loss",
+                        "best_loss",
+                        "best_step",
+                        "best_path",
+                        "stopped",
+                        "why",
+                        "files",
+                    )
                 }
                 for r in rows
             ]

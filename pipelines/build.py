@@ -89,6 +89,8 @@ def summary(result: dg.ExecuteInProcessResult) -> list[str]:
                 f"      run {run['run']}: validation loss {run['base_loss']:.4f} (base) → "
                 f"{run['best_loss']:.4f} (best, step {run['best_step']}); {run['best_path']}"
             )
+            for file in run.get("files") or []:
+                lines.append(f"        for {file['tool']}: {file['path']}")
             if run.get("why"):
                 lines.append(f"      run {run['run']}: {run['why']}")
             if run.get("stopped"):

@@ -30,6 +30,7 @@ import psutil
 import yaml
 
 from resources.compute import GPU_POOL
+from tunesmith.config import Roots
 
 PID_TAG, HOST_TAG = "tunesmith/pid", "tunesmith/host"
 LIVE = [
@@ -65,8 +66,9 @@ DAGSTER_YAML += NUX_OFF
 
 
 def dagster_home() -> Path:
-    """DAGSTER_HOME, made persistent: without it Dagster throws the run history away."""
-    home = Path(os.environ.get("DAGSTER_HOME") or "data/dagster_home").absolute()
+    """DAGSTER_HOME (the variable, the project file, or `data/dagster_home`), made persistent:
+    without it Dagster throws the run history away."""
+    home = Roots.from_env().dagster_home
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
     return home

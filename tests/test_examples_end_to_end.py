@@ -122,6 +122,12 @@ def test_command_line_run_status_and_gc(tmp_path):
     assert "missing" in cli(env, "status", "rings")
     out = cli(env, "run", "rings")
     assert "labels" in out and "report.json" in out
+    folder = next((tmp_path / "out" / "rings" / "adapters").glob("rings-lora-*"))
+    for tool, name in [
+        ("diffusers (StableDiffusionXLPipeline.load_lora_weights), PEFT", "rings-lora.safetensors"),
+        ("ComfyUI, A1111/Forge, kohya's scripts", "rings-lora.kohya.safetensors"),
+    ]:
+        assert f"        for {tool}: {folder / name}\n" in out, out
     status = cli(env, "status", "rings")
     assert "stale" not in status and status.count("fresh") == len(STAGES)
     caption = tmp_path / "examples" / "rings" / "rings_00.txt"

@@ -138,6 +138,12 @@ class Family:
         (`tunesmith check` and `run` print them; none stops the run)."""
         return []
 
+    def files_for_tools(self, run, best: Path) -> list[tuple[str, Path]]:
+        """Which file of the run's best adapter (`best`, the path the adapters table names) each
+        tool a person loads it with takes, as (the tool and how it loads it, the file); the
+        build's summary and the report list them."""
+        return [("tunesmith", best)]
+
     def validate_files(self, path: str | Path) -> dict[str, str]:
         raise NotImplementedError
 

@@ -304,7 +304,7 @@ def _training_text(t: dict, left: bool = True) -> str:
     text = f"step {t['step']}{_of(t['total'])}"
     if losses := _losses(t):
         text += f", {losses}"
-    if left and t["total"] and t["first"] is not None and t["step"] > t["first"][0]:
+    if left and t["total"] and t["first"] is not None and t["first"][0] < t["step"] < t["total"]:
         rate = (t["step"] - t["first"][0]) / (time.monotonic() - t["first"][1])
         text += f", {_duration((t['total'] - t['step']) / rate)} left"
     return text

@@ -39,6 +39,14 @@ def test_the_songs_example_trains_renders_and_auditions(
     assert run["family"] == "ace-step" and run["steps"] == 60  # 60 epochs of one step
     assert run["best_loss"] < 0.9 * run["base_loss"]
     assert Path(run["best_path"]).name == "adapter_model.safetensors"
+    # which file each tool takes: a LoRA folder for diffusers, its file for ComfyUI; the
+    # planner's PEFT folder and its mlx-lm twin
+    assert [f["tool"].split(" ")[0] for f in run["files"]] == ["diffusers", "ComfyUI", "PEFT"]
+    assert [Path(f["path"]).name for f in planner["files"]] == [
+        "songs-planner",
+        "songs-planner.mlx-lm",
+    ]
+    assert all(Path(f["path"]).exists() for f in run["files"] + planner["files"])
     sidecar = json.loads((out / "renders" / "songs-lora" / "adapter" / "demo0.json").read_text())
     assert sidecar["lyrics"].startswith("[Verse]\nlast bus home") and sidecar["duration"] == 8.0
     page = (out / "auditions" / "songs-lora.html").read_text()

@@ -76,6 +76,18 @@ class AceStep(Family):
 
         return Renderer(base_model, placement, adapter)
 
+    def files_for_tools(self, run, best: Path) -> list[tuple[str, Path]]:
+        folder = best.parent  # <run>/adapter_model.safetensors
+        lokr = folder / "lokr_weights.safetensors"
+        own = "PEFT on ACE-Step's own decoder (PeftModel.from_pretrained), Side-Step"
+        if lokr.exists():  # diffusers refuses LoKr ("all LoRA param names must contain 'lora'")
+            return [("LyCORIS (create_lycoris_from_weights), ComfyUI", lokr), (own, folder)]
+        return [
+            ("diffusers (AceStepPipeline.load_lora_weights)", folder),
+            ("ComfyUI (a file in models/loras)", best),
+            (own, folder),
+        ]
+
     def validate_files(self, path) -> dict[str, str]:
         from tunesmith.families.ace_step.files import validate_files
 

@@ -89,6 +89,16 @@ class AceStepPlanner(Family):
 
         return PlannerRenderer(run, base_model, placement, adapter)
 
+    def files_for_tools(self, run, best: Path) -> list[tuple[str, Path]]:
+        folder = best.parent  # <run>/adapter_model.safetensors, its mlx-lm twin beside it
+        return [
+            ("transformers + PEFT (PeftModel.from_pretrained on the planner)", folder),
+            (
+                "mlx-lm (mlx_lm.load(planner, adapter_path=…))",
+                folder.with_name(folder.name + ".mlx-lm"),
+            ),
+        ]
+
     def validate_files(self, path) -> dict[str, str]:
         """ACE-Step's check of a PEFT folder, which reads a causal-LM LoRA as a planner's
         (`adapter_files.validate_folder`, its mlx-lm twin and the lineage included)."""

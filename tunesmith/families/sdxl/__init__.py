@@ -54,6 +54,12 @@ class Sdxl(Family):
 
         return SdxlTrainer
 
+    def files_for_tools(self, run, best: Path) -> list[tuple[str, Path]]:
+        return [
+            ("diffusers (StableDiffusionXLPipeline.load_lora_weights), PEFT", best),
+            ("ComfyUI, A1111/Forge, kohya's scripts", best.with_suffix(".kohya.safetensors")),
+        ]
+
     def renderer(self, run, base_model: Path, placement, adapter: Path):
         from tunesmith.families.sdxl.sample import Renderer
 

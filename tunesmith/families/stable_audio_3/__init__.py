@@ -65,6 +65,9 @@ class StableAudio3(Family):
 
         return TorchTrainer
 
+    def files_for_tools(self, run, best: Path) -> list[tuple[str, Path]]:
+        return [("underfit (its dashboard, a seed), stable-audio-3's LoRA loader", best)]
+
     def renderer(self, run, base_model: Path, placement, adapter: Path):
         from tunesmith.families.stable_audio_3.sample import Renderer
 
