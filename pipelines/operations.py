@@ -80,13 +80,17 @@ def run(names: list[str]) -> int:
     checked = {key: preflight(folder, roots.models) for key, folder in folders.items()}
     bad = {key for key, found in checked.items() if found.problems}
     for key, found in checked.items():
-        if found.problems:
+        if found.stops:
             print(f"== {key}: not built:")
             for line in found.problems:
                 print(_indented(line))
+        elif found.bad_runs:  # the dataset's other runs are built
+            print(f"== {key}: these runs are not trained:")
+            for line in found.bad_runs.values():
+                print(_indented(line))
         for line in found.warnings:
             print(f"{key}: warning: {line}")
-    folders = {key: folder for key, folder in folders.items() if key not in bad}
+    folders = {key: folder for key, folder in folders.items() if not checked[key].stops}
     if not folders:
         return 1
     swept = Store(roots.store).sweep()

@@ -3,6 +3,7 @@ mistake a person makes in a dataset folder is one line, and both commands refuse
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -235,3 +236,25 @@ def test_a_dataset_is_named_by_its_folder_name_key_or_path(tmp_path, monkeypatch
         _select(["elsewhere"])
     with pytest.raises(SystemExit, match="no dataset 'nope'; known: bedroom tapes"):
         _select(["nope"])
+
+
+@pytest.mark.slow
+def test_one_runs_missing_base_model_does_not_stop_the_others(tmp_path, tiny_sa3):
+    from tests.faults.test_faults import TOML, World
+
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "tiny-stable-audio-3").symlink_to(tiny_sa3)
+    (tmp_path / "world").mkdir()
+    world = World(tmp_path / "world", models)
+    other = TOML.split("[[runs.demos]]")[0].replace('name = "clips-lora"', 'name = "clips-gone"')
+    other = other.replace('base_model = "tiny-stable-audio-3"', 'base_model = "sa3-medium"')
+    (world.dataset / "tunesmith.toml").write_text(TOML + other)
+    done = world.cli("run", "clips")
+    said = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in said, said
+    assert "== clips: these runs are not trained:\n  run clips-gone: base model " in said, said
+    assert "base models under " in said and "tiny-stable-audio-3 (Stable Audio 3)" in said
+    report = json.loads((world.out / "clips" / "report.json").read_text())
+    assert [r["run"] for r in report["stages"]["adapters"]["runs"]] == ["clips-lora"]
+    assert "run clips-lora: validation loss" in said

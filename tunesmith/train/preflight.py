@@ -4,10 +4,11 @@
 `preflight(folder, models_root)` reads the folder's `tunesmith.toml`, its file names and
 the base models' folders, and sorts what it finds into three lists of one line each:
 
-- `problems` stop the dataset: a settings file that does not parse or check, a file name
-  that is nearly `tunesmith.toml` (the only name read), a folder with no media, a run whose
-  family trains on media the folder does not hold, a base model that is missing, not whole,
-  or another family's. Lines about a base model list the models that are there.
+- `problems`: a settings file that does not parse or check, a file name that is nearly
+  `tunesmith.toml` (the only name read), a folder with no media stop the dataset; a run whose
+  family trains on media the folder does not hold, or whose base model is missing, not whole
+  or another family's, stops that run (`bad_runs`), and the dataset's other runs are built.
+  Lines about a base model list the models that are there.
 - `warnings` do not stop it but say what the run will do that a person would not guess
   (a learning-rate warmup longer than the run, `Family.warnings`).
 - `fine` says what was found in order (a line per run, notes of older forms).
@@ -32,7 +33,17 @@ MEDIA_WORDS = {"audio": "audio files", "image": "pictures"}
 class Preflight:
     fine: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # every problem, the runs' included
+    runs: list[str] = field(default_factory=list)  # the runs asked for
+    bad_runs: dict[str, str] = field(default_factory=dict)  # a run's own problem, by name
+
+    @property
+    def stops(self) -> bool:
+        """Whether nothing of the dataset can be built: a problem of the folder or its
+        settings, or every run has one. Otherwise its good runs are built and the bad ones
+        skipped (one run's problem never stops another's)."""
+        folder_problem = len(self.problems) > len(self.bad_runs)
+        return folder_problem or (bool(self.runs) and set(self.runs) <= set(self.bad_runs))
 
 
 def preflight(folder: Path, models_root: Path) -> Preflight:
@@ -58,19 +69,22 @@ def preflight(folder: Path, models_root: Path) -> Preflight:
         return found
     plan = plan.with_default(media_kind([k for k, n in counts.items() if n]))
     found.fine += [f"note: {note}" for note in plan.notes]
+    found.runs = [run.name for run in plan.runs]
     for run in plan.runs:
         family = families.get(run.family)
         if not counts[family.media]:
             other = "image" if family.media == "audio" else "audio"
-            found.problems.append(
+            found.bad_runs[run.name] = (
                 f"run {run.name}: {family.title} trains on {MEDIA_WORDS[family.media]}, and "
                 f"{folder} holds {counts[other]} {MEDIA_WORDS[other]} and none of those; "
                 f"choose a family for {MEDIA_WORDS[other]} ({_families_for(other)}) in "
                 f"[[runs]] family"
             )
+            found.problems.append(found.bad_runs[run.name])
             continue
         problem = base_model_problem(run, models_root)
         if problem:
+            found.bad_runs[run.name] = problem
             found.problems.append(problem)
         else:
             base = base_model_folder(run, models_root)
