@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -18,7 +19,9 @@ LINEAGE = {"tunesmith.base_model_fingerprint": "abc123", "tunesmith.training_con
 
 
 def test_lora_on_every_attention_and_mlp_projection(planner):
-    lora = TorchPlannerLora(planner)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing between PEFT and transformers reaches a person
+        lora = TorchPlannerLora(planner)
     names = lora.parameters()
     layers = planner.model.config.num_hidden_layers
     assert len(names) == 2 * len(TARGETS) * layers  # A and B per projection per layer

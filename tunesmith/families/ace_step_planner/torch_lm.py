@@ -12,6 +12,7 @@ training loop's.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,8 +48,13 @@ class TorchPlannerLora(adapter_files.AdapterFolders):
             bias="none",
             task_type="CAUSAL_LM",
         )
-        with torch.random.fork_rng(devices=[]):  # seeded A, the caller's RNG untouched
-            torch.manual_seed(seed)
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            torch.manual_seed(seed)  # seeded A, the caller's RNG untouched
+            # PEFT asks the model `is_gradient_checkpointing`, which transformers has renamed
+            # and warns about on every wrap: a notice between the two libraries, not ours.
+            warnings.filterwarnings(
+                "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+            )
             self.model = get_peft_model(planner.model, config)
         for p in self.parameters().values():  # fp32 factors on a bf16 planner, as Side-Step
             p.data = p.data.float()
