@@ -325,7 +325,7 @@ def test_a_full_disk_is_one_line_and_the_next_build_continues(world, built, refe
 def test_a_deleted_adapter_file_is_written_again_from_the_state(built, reference):
     world = built  # the module's built world: this test leaves it as it found it
     run_dir = world.run_dir()
-    best = next((run_dir / "checkpoints").glob("*-best-step=*.safetensors"))
+    best = next((run_dir / "best").glob("*-best-step=*.safetensors"))
     last = run_dir / "checkpoints" / "clips-lora-step=40-epoch=13.safetensors"
     last = last if last.exists() else sorted((run_dir / "checkpoints").glob("*-step=40-*"))[0]
     best.unlink()
@@ -340,7 +340,7 @@ def test_a_deleted_adapter_file_is_written_again_from_the_state(built, reference
 def test_outputs_edited_by_hand_are_said_and_written_again(built, reference):
     world = built  # the module's built world: this test leaves it as it found it
     wav = next((world.out / "clips" / "renders").rglob("*.wav"))
-    best = next((world.run_dir() / "checkpoints").glob("*-best-step=*.safetensors"))
+    best = next((world.run_dir() / "best").glob("*-best-step=*.safetensors"))
     for path in (wav, best):  # a render copied out of the store; an adapter file trained
         with open(path, "ab") as f:
             f.write(b"edited")

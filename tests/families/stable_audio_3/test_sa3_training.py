@@ -1,6 +1,7 @@
 """Training Stable Audio 3 adapters: resume, files, gradients, stopping, on the tiny model."""
 
 import json
+import re
 import struct
 from dataclasses import replace
 from pathlib import Path
@@ -88,6 +89,15 @@ def test_written_files_follow_underfits_format_and_reload_to_the_bit(tiny_sa3, t
     trainer, result = fit(tiny_sa3, tmp_path, run)
     names = sorted(Path(p).name for p in result.checkpoints)
     assert names == ["t-step=3-epoch=0.safetensors", "t-step=6-epoch=1.safetensors"]
+    # underfit's dashboard lists each `.safetensors` of a session's checkpoints folder as a step
+    # (`step=(\d+)` in its name, else 0; dashboard/server.py): each step once, the best apart
+    listed = [
+        int(m.group(1)) if (m := re.search(r"step=(\d+)", f.name)) else 0
+        for f in (tmp_path / "checkpoints").iterdir()
+        if f.name.endswith(".safetensors") and not f.name.startswith(".")
+    ]
+    assert sorted(listed) == [3, 6]
+    assert Path(result.best_path).parent == tmp_path / "best"
     info = validate_file(result.last_path)
     config = info.lora_config
     assert (config["rank"], config["alpha"], config["adapter_type"]) == (4, 4, "dora-rows")

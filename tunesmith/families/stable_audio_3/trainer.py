@@ -195,14 +195,17 @@ class Objective:
 
 @dataclass(frozen=True)
 class UnderfitNames:
-    """underfit's file names: `{run}-step=S-epoch=E` per checkpoint, `{run}-best-step=S` for
-    the best; the last step's adapter is its checkpoint."""
+    """underfit's file names: `checkpoints/{run}-step=S-epoch=E` per checkpoint; the last
+    step's adapter is its checkpoint. The best is `best/{run}-best-step=S`, beside the
+    checkpoints folder, not in it: underfit's dashboard lists every `.safetensors` in a
+    session's `checkpoints/` as a step of the run (by `step=(\d+)` in its name, else step 0),
+    and would list the best twice."""
 
-    folder: Path
+    folder: Path  # the run's checkpoints folder
     run: str
 
     def best(self, step: int) -> Path:
-        return self.folder / f"{self.run}-best-step={step}.safetensors"
+        return self.folder.parent / "best" / f"{self.run}-best-step={step}.safetensors"
 
     def checkpoint(self, step: int, epoch: int) -> Path:
         return self.folder / checkpoint_filename(self.run, step, epoch)
