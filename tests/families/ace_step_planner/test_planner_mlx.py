@@ -99,6 +99,7 @@ def test_mlx_lm_folder_loads_in_mlx_lm_and_in_torch(tiny_planner, pair, examples
     assert meta["hot_step_trigger"] == "zqx" and meta["tunesmith.run"] == "r1"
 
     ids = list(examples[2].input_ids)
+    mlx_lora.load(folder)  # the factors as written (rounded to bf16 values)
     model, _ = load(str(tiny_planner), adapter_path=str(folder))  # mlx-lm's own loader
     import mlx.core as mx
 
@@ -119,3 +120,36 @@ def test_peft_folder_from_torch_loads_in_mlx(tiny_planner, pair, examples, tmp_p
     assert meta["hot_step_trigger"] == "zqx"
     ids = list(examples[0].input_ids)
     np.testing.assert_allclose(mlx_lora.logits(ids), _logits_torch(torch_lora, ids), atol=2e-5)
+
+
+def _relative(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+@pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")  # PEFT's ask
+@pytest.mark.parametrize("backend", ["torch", "mlx"])
+def test_the_two_twins_are_the_same_planner(tiny_planner, pair, examples, tmp_path, backend):
+    """The PEFT folder and its mlx-lm twin, as a run writes them from one adapter, loaded by
+    transformers + PEFT and by mlx-lm: the same logits in float32, the same top tokens."""
+    import mlx.core as mx
+    from mlx_lm import load
+    from peft import PeftModel
+
+    torch_lora, mlx_lora = pair
+    lora = torch_lora if backend == "torch" else mlx_lora
+    lora.save(tmp_path / "run.mlx-lm", "mlx-lm")  # as PlannerTrainer.write_adapter does
+    lora.save(tmp_path / "run", "peft")
+    ids = list(examples[2].input_ids)  # the planner prompt and an answer of codes
+    by_peft = PeftModel.from_pretrained(load_planner(tiny_planner).model, tmp_path / "run")
+    with torch.no_grad():
+        peft_logits = by_peft(input_ids=torch.tensor([ids])).logits[0].float().numpy()
+        with by_peft.disable_adapter():
+            base = by_peft(input_ids=torch.tensor([ids])).logits[0].float().numpy()
+    model, _ = load(str(tiny_planner), adapter_path=str(tmp_path / "run.mlx-lm"))
+    mlx_logits = np.array(model(mx.array([ids]))[0].astype(mx.float32))
+    rel = _relative(mlx_logits, peft_logits)
+    effect = _relative(peft_logits, base)
+    print(f"{backend}: the twins' logits differ by {rel:.2e}, the adapter's effect {effect:.2e}")
+    assert effect > 0.1  # the adapter changes the planner
+    assert rel <= 1e-6  # measured 4.8e-7; a float32 twin of unrounded factors gives 4.6e-3
+    assert (peft_logits.argmax(-1) == mlx_logits.argmax(-1)).all()

@@ -10,9 +10,10 @@ import torch
 from safetensors import safe_open
 
 from tests.families.ace_step_planner.conftest import nonzero_b
-from tunesmith.families.ace_step_planner.adapter_files import read_metadata
+from tunesmith.families.ace_step_planner.adapter_files import read_metadata, validate_folder
 from tunesmith.families.ace_step_planner.model import load_planner
 from tunesmith.families.ace_step_planner.torch_lm import ALPHA, RANK, TorchPlannerLora, collate
+from tunesmith.formats import FormatError, mlx_lm
 
 TARGETS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 LINEAGE = {"tunesmith.base_model_fingerprint": "abc123", "tunesmith.training_config": "{}"}
@@ -104,3 +105,18 @@ def test_lineage_must_be_text(planner, tmp_path):
     with pytest.raises(TypeError, match="lineage values must be strings"):
         lora.save(tmp_path / "adapter", lineage={"tunesmith.steps": 10})
     assert not (tmp_path / "adapter").exists()  # nothing half-written
+
+
+def test_a_twin_that_is_not_the_peft_folder_s_values_is_refused(planner, tmp_path):
+    """The check holds the mlx-lm twin to the PEFT folder's (bf16) values, stored as float32."""
+    lora = TorchPlannerLora(planner)
+    nonzero_b(lora.parameters())
+    lora.save(tmp_path / "run.mlx-lm", "mlx-lm")
+    folder = lora.save(tmp_path / "run", "peft")
+    assert validate_folder(folder) == read_metadata(folder)
+    # the unrounded float32 factors beside the bf16 file: another planner, by 4.6e-3 relative
+    unrounded = lora.factors()
+    document = mlx_lm.config("", 2, RANK, ALPHA / RANK, ())
+    mlx_lm.write(tmp_path / "run.mlx-lm", unrounded.factors, document)
+    with pytest.raises(FormatError, match="its scale or factors differ"):
+        validate_folder(folder)

@@ -17,6 +17,10 @@ in transformers' Qwen3ForCausalLM and in mlx-lm's qwen3 Model.
                                         (mlx-lm multiplies x @ lora_a @ lora_b, so both are the
                                         transposes of PEFT's), float32 as mlx-lm saves them
 
+Both layouts hold the same numbers: `write` rounds the factors to bf16 once, and the mlx-lm
+file keeps those values in float32 (`rounded`). So the two folders written from one adapter
+compute the same planner, to float32's own error.
+
 mlx-lm's `scale` is PEFT's alpha / r (its default of 20 is not used). `tunesmith/formats/`
 writes and reads both (`peft.py`, `mlx_lm.py`); this module gives them the factors. In both
 files the safetensors `__metadata__` carries the trigger (HOT-Step's keys,
@@ -63,6 +67,25 @@ class LoraFactors:
 
 
 LAYOUTS = ("peft", "mlx-lm")
+STORED = torch.bfloat16  # the PEFT file's dtype: half of float32's bytes, and PEFT upcasts it
+
+
+def rounded(lora: LoraFactors) -> LoraFactors:
+    """The factors as every planner file holds them: rounded to bf16, kept as float32.
+
+    The PEFT file stores these values as bf16 and the mlx-lm twin as float32, so both give the
+    same planner; without the shared rounding a float32 twin beside the bf16 file gives logits
+    4.6e-3 apart (relative) on the tiny planner, enough to change sampled plans. The twin stays
+    float32 because that is mlx-lm's own dtype for LoRA factors (its trainer makes and saves
+    them so), and because mlx-lm computes `x @ lora_a` in the wider of the two dtypes: float32
+    factors keep the update in float32 on a bf16 planner, as PEFT does after upcasting a bf16
+    file on load; bf16 factors would round it to bf16 there.
+    """
+    factors = {
+        m: (a.detach().to(STORED).float(), b.detach().to(STORED).float())
+        for m, (a, b) in lora.factors.items()
+    }
+    return LoraFactors(factors, lora.rank, lora.alpha)
 
 
 def write(
@@ -79,8 +102,9 @@ def write(
     folder)` loads) or an mlx-lm one (`"mlx-lm"`: what `mlx_lm.load(planner,
     adapter_path=folder)` loads), written whole or not at all."""
     meta = _metadata(trigger, trigger_position, lineage)
+    lora = rounded(lora)
     if layout == "peft":
-        tensors = peft_format.lora_tensors(lora.factors, torch.bfloat16)
+        tensors = peft_format.lora_tensors(lora.factors, STORED)
         config = _peft_config(lora, base_model)
 
         def files(tmp: Path) -> None:
@@ -160,8 +184,8 @@ def read_metadata(folder: Path) -> dict[str, str]:
 
 def validate_folder(folder: Path, lineage: tuple[str, ...] = ()) -> dict[str, str]:
     """Check a planner PEFT folder as PEFT loads it, and its mlx-lm twin `<folder>.mlx-lm`
-    beside it (as the trainer writes them); returns the PEFT weights' metadata. ValueError
-    naming the file and the rule."""
+    beside it (as the trainer writes them: the same modules, rank, scale, factor values and
+    lineage); returns the PEFT weights' metadata. ValueError naming the file and the rule."""
     from peft import LoraConfig
 
     folder = Path(folder)
@@ -172,8 +196,15 @@ def validate_folder(folder: Path, lineage: tuple[str, ...] = ()) -> dict[str, st
     lora, _ = read(folder)
     twin = folder.parent / f"{folder.name}.mlx-lm"
     mlx, mlx_metadata = read(twin)
+    if (dtypes := read_header(twin / MLX_WEIGHTS)[2]) != {"F32"}:
+        raise FormatError(f"{twin / MLX_WEIGHTS}: tensors in {sorted(dtypes)}; expected F32")
     if set(mlx.factors) != set(lora.factors) or mlx.rank != lora.rank:
         raise FormatError(f"{twin}: its modules or rank differ from {folder}")
+    if mlx.scale != lora.scale or any(
+        not (torch.equal(a, lora.factors[m][0]) and torch.equal(b, lora.factors[m][1]))
+        for m, (a, b) in mlx.factors.items()
+    ):
+        raise FormatError(f"{twin}: its scale or factors differ from {folder}'s (bf16) values")
     if any(mlx_metadata.get(k) != metadata.get(k) for k in lineage):
         raise FormatError(f"{twin / MLX_WEIGHTS}: its lineage differs from {folder}")
     return metadata
