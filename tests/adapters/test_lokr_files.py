@@ -18,6 +18,7 @@ from torch import nn
 
 from tunesmith.adapters.lokr_files import lycoris_state_dict, peft_adapter, read_peft_lokr
 from tunesmith.adapters.torch_lokr import (
+    adapter_layers,
     attach,
     load_adapter_state,
     named_adapter_parameters,
@@ -114,6 +115,60 @@ def test_lycoris_loads_our_file_and_computes_our_function(tmp_path, dim, alpha):
     assert len(network.loras) == len(TARGETS)
     network.apply_to()
     assert relative(run(target, x), expected) <= 1e-6
+
+
+def comfy_lokr_delta(tensors: dict[str, torch.Tensor], stem: str) -> torch.Tensor:
+    """ΔW as ComfyUI's LoKr reads a file: the scale is `.alpha` / dim where w2 (or w1) is split,
+    dim the inner size of the split; 1 where both factors are full."""
+    w1 = tensors[f"{stem}.lokr_w1"].float()
+    if f"{stem}.lokr_w2" in tensors:
+        return torch.kron(w1, tensors[f"{stem}.lokr_w2"].float())
+    w2_a, w2_b = tensors[f"{stem}.lokr_w2_a"].float(), tensors[f"{stem}.lokr_w2_b"].float()
+    scale = tensors[f"{stem}.alpha"].float() / w2_b.shape[0]
+    return torch.kron(w1, w2_a @ w2_b) * scale
+
+
+@pytest.mark.parametrize("dim, alpha", [*SETTINGS, (3, 4.5)])
+def test_a_lycoris_merge_gives_the_forward_s_weights(tmp_path, dim, alpha):
+    """LyCORIS's `merge_to` scales its diff weight a second time (`get_diff_weight` over an
+    already scaled `get_weight`); with alpha/dim folded into w1 the file's scale is 1, so the
+    merge, LyCORIS's forward, ComfyUI's reading, PEFT's folder and our layer are one function."""
+    from safetensors.torch import load_file
+
+    ours = trained(small_model(), dim, alpha)
+    x = torch.randn(2, 5, 32)
+    path = save_lycoris(tmp_path / "lokr_weights.safetensors", ours)
+    save_peft(tmp_path / "peft", ours)
+    tensors = load_file(path)
+    assert float(tensors["lycoris_attn_to_q.alpha"]) == dim
+    with torch.no_grad():
+        expected = run(ours, x)
+        forward = small_model()
+        network, _ = create_lycoris_from_weights(1.0, str(path), forward)
+        network.apply_to()
+        merged = small_model()
+        network, _ = create_lycoris_from_weights(1.0, str(path), merged)
+        network.merge_to()
+        by_peft = peft.PeftModel.from_pretrained(small_model(), tmp_path / "peft")
+        assert relative(run(forward, x), expected) <= 1e-6
+        assert relative(run(merged, x), expected) <= 1e-6
+        assert relative(run(by_peft.base_model.model, x), expected) <= 1e-6
+        base = small_model()
+        for name, layer in adapter_layers(ours).items():
+            delta = layer.delta_weight()
+            stem = lycoris.name(name)
+            by_merge = merged.get_submodule(name).weight - base.get_submodule(name).weight
+            assert relative(by_merge, delta) <= 1e-6
+            assert relative(comfy_lokr_delta(tensors, stem), delta) <= 1e-6
+
+
+def test_bf16_lycoris_file_rounds_the_numbers_the_peft_folder_rounds(tmp_path):
+    ours = trained(small_model(), 3, 5.0)  # w2 split, alpha ≠ dim
+    tensors, _ = peft_adapter(ours, torch.bfloat16)
+    twin = lycoris_state_dict(ours, torch.bfloat16)
+    for key, value in tensors.items():
+        layer, _, factor = key.rpartition(".")
+        assert torch.equal(twin[f"{lycoris.name(layer)}.{factor}"], value)
 
 
 def test_lycoris_takes_its_own_layout_not_peft_s(tmp_path):

@@ -8,7 +8,9 @@ configs `tunesmith/formats/peft.py` and `tunesmith/formats/lycoris.py` write.
              alpha/r is 1 and every loader, PEFT's, diffusers' and ComfyUI's (which reads no
              config and no alpha from a PEFT file), computes the trained function; the trained
              alpha belongs in the metadata.
-    LyCORIS  the same layers' factors with their (dim, alpha), in LyCORIS's own scale rule.
+    LyCORIS  the same layers' factors, alpha/dim folded into w1 as in the PEFT folder, and
+             `.alpha` = dim: LyCORIS's forward, its `merge_to` and ComfyUI then all apply the
+             trained scale once (`tunesmith/formats/lycoris.py` says why each needs it).
 
 Layer names are the model's module names, or `rename(name)` where the file must name another
 model's modules: Side-Step wraps ACE-Step's original decoder, whose attention projections are
@@ -82,7 +84,8 @@ def peft_adapter(
 def lycoris_state_dict(
     model: torch.nn.Module, dtype: torch.dtype | None = None, rename: Rename = None
 ) -> dict[str, torch.Tensor]:
-    """`lycoris_<layer>.<factor>` and `.alpha` → tensor, in LyCORIS's scale convention."""
+    """`lycoris_<layer>.<factor>` and `.alpha` → tensor, the scale folded into w1 (module
+    docstring)."""
     layers, dim, alpha, _ = _settings(model, rename)
     factors = {name: module.factors() for name, module in layers.items()}
     return lycoris.lokr_tensors(factors, dim, alpha, dtype)

@@ -4,10 +4,15 @@
 `lycoris.create_lycoris_from_weights` rebuilds each module from the tensors' shapes. Metadata
 `algo: lokr`, `format: lycoris` (Side-Step's).
 
-One scale convention differs from PEFT's. With both factors full (w2 not split into w2_a·w2_b),
-LyCORIS ignores alpha and uses a scale of 1 (its loader, and ComfyUI's, do the same); PEFT uses
-alpha/dim always. `lokr_tensors` therefore folds alpha/dim into w1 for such modules and stores
-alpha = dim, as LyCORIS itself stores it there.
+The scale alpha/dim is folded into w1 and the file stores alpha = dim, for every module, so
+each reader applies a scale of 1 to the trained kron(s·w1, w2):
+
+- with both factors full (w2 not split into w2_a·w2_b), LyCORIS ignores alpha and uses a scale
+  of 1 (its loader, and ComfyUI's, do the same), where PEFT uses alpha/dim;
+- with w2 split, LyCORIS 4.1.3's forward scales by alpha/dim once, but `get_diff_weight`, which
+  `merge_to` and `onfly_merge` take, multiplies its `get_weight` (already scaled) by the scale
+  again: a merge would apply (alpha/dim)², 50 % too much at alpha/dim = 1.5;
+- ComfyUI reads `.alpha` / dim, which is then 1.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ def lokr_tensors(
     dtype: torch.dtype | None = None,
 ) -> dict[str, torch.Tensor]:
     """`lycoris_<module>.<factor>` and `.alpha` for {module: {factor: tensor}} of one (dim,
-    alpha), in LyCORIS's scale convention, each in `dtype` (alpha float32 when None)."""
+    alpha), alpha/dim folded into w1 before the rounding to `dtype` and `.alpha` = dim (module
+    docstring), each in `dtype` (alpha float32 when None)."""
     import torch
 
     out, seen = {}, {}
@@ -48,14 +54,11 @@ def lokr_tensors(
         if key in seen:
             raise FormatError(f"layers {seen[key]!r} and {module!r} both become {key!r}")
         seen[key] = module
-        w1, stored_alpha = factors["lokr_w1"].detach(), float(alpha)
-        if "lokr_w2" in factors:  # both factors full: LyCORIS applies a scale of 1
-            w1, stored_alpha = w1 * (alpha / dim), float(dim)
-        out[f"{key}.lokr_w1"] = _tensor(w1, dtype)
+        out[f"{key}.lokr_w1"] = _tensor(factors["lokr_w1"].detach() * (alpha / dim), dtype)
         for factor, value in factors.items():
             if factor != "lokr_w1":
                 out[f"{key}.{factor}"] = _tensor(value, dtype)
-        out[f"{key}.alpha"] = torch.tensor(stored_alpha, dtype=dtype or torch.float32)
+        out[f"{key}.alpha"] = torch.tensor(float(dim), dtype=dtype or torch.float32)
     return out
 
 
