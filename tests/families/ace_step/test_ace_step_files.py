@@ -1,7 +1,10 @@
 """ACE-Step adapter files read by the loaders people use: diffusers' `AceStepPipeline` loads our
 LoRA folder and computes the trainer's DiT; PEFT and LyCORIS load our LoKr onto the same
-function; every key maps through ComfyUI's ACE-Step 1.5 key map; renders at strength 0 are the
-base model's, byte for byte; the file check refuses what those loaders would misread."""
+function; PEFT loads the diffusers-named twin whole onto diffusers' DiT, and each folder in the
+other model's loader attaches what the conventions' table says; every key maps through
+ComfyUI's ACE-Step 1.5 key map; renders at strength 0 are the base model's, byte for byte; the
+file check refuses what those loaders would misread. Every load counts the layers attached
+against the layers in the file."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from torch import nn
 
+from tests.attached import assert_attached_whole, layers_in_file, peft_layers
+from tunesmith.adapters import torch_lokr
 from tunesmith.backends.placement import Placement
 from tunesmith.families.ace_step import files
 from tunesmith.families.ace_step.model import SAMPLE_RATE, load_pipeline
@@ -123,6 +128,7 @@ def test_diffusers_loads_our_lora_and_computes_the_trainers_dit(written, ace_enc
     pipe = load_pipeline(ace_encoded[2] / "tiny")
     base = output(pipe.transformer)
     pipe.load_lora_weights(str(path.parent), weight_name=path.name, adapter_name="x")
+    assert_attached_whole(peft_layers(pipe.transformer), path)
     loaded, trainer = output(pipe.transformer), output(ours.transformer)
     effect = (trainer - base).abs().max()
     assert effect > 0.1  # the adapter does something
@@ -169,6 +175,7 @@ def test_peft_and_lycoris_load_our_lokr_onto_the_same_function(written, ace_enco
 
     dit = load_pipeline(ace_encoded[2] / "tiny").transformer
     by_peft = peft.PeftModel.from_pretrained(original_named(dit), path.parent)
+    assert_attached_whole(peft_layers(by_peft), path)
     graft(dit, by_peft.base_model.model)
     assert (output(dit) - exact).abs().max() <= 1e-5 * exact.abs().max()
 
@@ -176,12 +183,55 @@ def test_peft_and_lycoris_load_our_lokr_onto_the_same_function(written, ace_enco
     network, _ = create_lycoris_from_weights(
         1.0, str(path.parent / files.LYCORIS), original_named(dit)
     )
-    assert len(network.loras) == 22
+    assert_attached_whole(len(network.loras), path.parent / files.LYCORIS)
     network.apply_to()
     by_lycoris = output(dit)
     # LyCORIS keeps alpha apart where w2 is split, so its bf16 w1 rounds differently from the
     # PEFT file's: measured 0.36 % and 0.40 % of the adapter's effect from the float32 trainer
     assert (by_lycoris - expected).abs().max() <= 0.03 * (expected - base).abs().max()
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_peft_loads_each_folder_whole_onto_the_model_that_names_it(written, ace_encoded, name):
+    """The twin onto diffusers' DiT, the first folder onto ACE-Step's original decoder names
+    (as Side-Step loads it): every layer attached, the trainer's DiT computed."""
+    ours, path = written[name]
+    tiny = ace_encoded[2] / "tiny"
+    trainer, exact = output(ours.transformer), rounded(ours)
+    effect = (trainer - output(load_pipeline(tiny).transformer)).abs().max()
+    twin = files.twin_folder(path)
+    by_twin = peft.PeftModel.from_pretrained(load_pipeline(tiny).transformer, twin)
+    assert_attached_whole(peft_layers(by_twin), twin / files.WEIGHTS)
+    assert peft_layers(by_twin) == 22
+    dit = load_pipeline(tiny).transformer
+    by_original = peft.PeftModel.from_pretrained(original_named(dit), path.parent)
+    assert_attached_whole(peft_layers(by_original), path)
+    graft(dit, by_original.base_model.model)
+    for loaded in (output(by_twin.base_model.model), output(dit)):
+        assert (loaded - exact).abs().max() <= 1e-5 * exact.abs().max()
+        # bf16 factors against the float32 trainer: measured 0.36 % to 1.2 % of the effect
+        assert (loaded - trainer).abs().max() <= 0.03 * effect
+
+
+def test_each_folder_in_the_other_models_loader_attaches_only_the_mlp_or_nothing(
+    written, ace_encoded
+):
+    """The rows of docs/conventions/ace-step.md that say which loader not to use: PEFT renames
+    nothing, so a folder on the model that names its attention otherwise keeps only the MLP;
+    diffusers' loader takes PEFT keys only under ACE-Step's names."""
+    _, path = written["lora"]
+    twin = files.twin_folder(path)
+    tiny = ace_encoded[2] / "tiny"
+    assert layers_in_file(path) == layers_in_file(twin / files.WEIGHTS) == 22
+    on_diffusers = peft.PeftModel.from_pretrained(load_pipeline(tiny).transformer, path.parent)
+    assert peft_layers(on_diffusers) == 6  # 2 layers x gate, up, down
+    on_original = peft.PeftModel.from_pretrained(
+        original_named(load_pipeline(tiny).transformer), twin
+    )
+    assert peft_layers(on_original) == 6
+    pipe = load_pipeline(tiny)
+    pipe.load_lora_weights(str(twin), weight_name=files.WEIGHTS, adapter_name="x")
+    assert peft_layers(pipe.transformer) == 0
 
 
 def comfy_key_map(decoder_modules: list[str]) -> dict[str, str]:
@@ -204,13 +254,19 @@ def test_every_key_maps_through_comfyuis_ace_step_key_map(written, ace_pipe):
         if isinstance(m, nn.Linear)
     ]
     key_map = comfy_key_map(decoder)
+
+    def modules(target: Path) -> set[str]:
+        return {
+            key.rsplit(".", 2 if key.endswith(".weight") else 1)[0] for key in load_file(target)
+        }
+
     for name, (_, path) in written.items():
         targets = [path] + ([path.parent / files.LYCORIS] if name.startswith("lokr") else [])
         for target in targets:
-            modules = {
-                key.rsplit(".", 2 if key.endswith(".weight") else 1)[0] for key in load_file(target)
-            }
-            assert len(modules) == 22 and modules <= set(key_map), (target, modules - set(key_map))
+            found = modules(target)
+            assert len(found) == 22 and found <= set(key_map), (target, found - set(key_map))
+        # the diffusers twin is not ComfyUI's: only its MLP layers map
+        assert len(modules(files.twin_folder(path) / files.WEIGHTS) & set(key_map)) == 6
 
 
 def test_the_trigger_and_lineage_are_in_the_weights_not_the_config(written):
@@ -227,6 +283,7 @@ def test_the_trigger_and_lineage_are_in_the_weights_not_the_config(written):
         assert (config.get("lora_alpha") or config.get("alpha")) == rank  # the scale is folded
         assert metadata["tunesmith.alpha"] == f"{SETTINGS[name]['alpha']:g}"
         assert files.validate_files(path) == metadata
+        assert files.validate_files(files.twin_folder(path)) == metadata  # the same pair
 
 
 def test_the_file_check_refuses_what_loaders_misread(written, tmp_path):
@@ -255,6 +312,28 @@ def test_the_file_check_refuses_what_loaders_misread(written, tmp_path):
         files.validate_files(tmp_path / "lokr")
 
 
+def test_the_file_check_refuses_a_twin_that_is_not_the_folders(written, tmp_path):
+    _, path = written["lora"]
+    folder, twin = tmp_path / "good", tmp_path / "good.diffusers"
+    shutil.copytree(path.parent, folder)
+    with pytest.raises(ValueError, match="no diffusers-named twin good.diffusers/"):
+        files.validate_files(folder)
+    shutil.copytree(files.twin_folder(path), twin)
+    assert files.validate_files(folder)["tunesmith.run_key"] == "k"
+    tensors = load_file(twin / files.WEIGHTS)
+    with safe_open(twin / files.WEIGHTS, "pt") as f:
+        metadata = f.metadata()
+    key = next(k for k in tensors if k.endswith("to_q.lora_B.weight"))
+    changed = {**tensors, key: tensors[key] * 2}
+    write_safetensors(twin / files.WEIGHTS, changed, metadata)
+    with pytest.raises(ValueError, match="its tensors or metadata are not those of good/"):
+        files.validate_files(folder)
+    original = {k.replace(".to_q.", ".q_proj."): v for k, v in tensors.items()}
+    write_safetensors(twin / files.WEIGHTS, original, metadata)
+    with pytest.raises(ValueError, match="is ACE-Step's original name"):
+        files.validate_files(folder)
+
+
 @pytest.mark.parametrize("name", ["lora", "lokr"])
 def test_strength_zero_renders_the_base_model_byte_for_byte(written, ace_encoded, name):
     from tunesmith.families.ace_step.config import AceStepDemo
@@ -262,6 +341,9 @@ def test_strength_zero_renders_the_base_model_byte_for_byte(written, ace_encoded
     demo = AceStepDemo(prompt="zqx, a loop", lyrics="[Verse]\nla la", duration=0.5, steps=2)
     base = Renderer(ace_encoded[2] / "tiny", PLACEMENT).render(demo, 0.0)
     renderer = Renderer(ace_encoded[2] / "tiny", PLACEMENT, written[name][1])
+    dit = renderer.pipe.transformer  # LoRA: diffusers' loader; LoKr: tunesmith's own layer
+    attached = len(torch_lokr.adapter_layers(dit)) if name == "lokr" else peft_layers(dit)
+    assert_attached_whole(attached, written[name][1])
     assert base.shape == (2, SAMPLE_RATE // 2)
     assert wav_bytes(renderer.render(demo, 0.0), SAMPLE_RATE) == wav_bytes(base, SAMPLE_RATE)
     assert wav_bytes(renderer.render(demo, 1.0), SAMPLE_RATE) != wav_bytes(base, SAMPLE_RATE)

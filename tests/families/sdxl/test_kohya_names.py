@@ -1,7 +1,7 @@
 """kohya's SGM names for the SDXL UNet's attention projections: a file written with them loads in
-diffusers onto the trainer's own layers to the bit (tiny SDXL), and on the real SDXL base UNet's
-layout every projection gets the published kohya name, maps back, and diffusers' own conversion
-of the names lands on the same modules."""
+diffusers, every layer of it, onto the trainer's own layers to the bit (tiny SDXL), and on the
+real SDXL base UNet's layout every projection gets the published kohya name, maps back, and
+diffusers' own conversion of the names lands on the same modules."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from tests.attached import assert_attached_whole, peft_layers
 from tunesmith.families.sdxl.kohya_names import diffusers_module, kohya_stem
 from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.objective import TARGET_MODULES, SdxlLora
@@ -144,6 +145,7 @@ def test_kohya_names_load_in_diffusers_onto_the_trainers_layers_to_the_bit(tmp_p
     other = StableDiffusionXLPipeline.from_pretrained(folder, local_files_only=True)
     base = _run(other.unet, inputs)
     other.load_lora_weights(str(tmp_path), weight_name="sgm.safetensors")
+    assert_attached_whole(peft_layers(other.unet), tmp_path / "sgm.safetensors")
     theirs = _run(other.unet, inputs)
     assert torch.equal(ours, theirs)
     assert not torch.equal(theirs, base)

@@ -1,5 +1,6 @@
-"""The SDXL LoRA objective on the tiny model: the files diffusers loads give the trainer's own
-answer to the bit, the gradient is the loss's slope, every B has a gradient at the first step."""
+"""The SDXL LoRA objective on the tiny model: the files diffusers loads, every layer of them,
+give the trainer's own answer to the bit, the gradient is the loss's slope, every B has a
+gradient at the first step."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
+from tests.attached import assert_attached_whole, peft_layers
 from tunesmith.families.sdxl import files
 from tunesmith.families.sdxl.model import encode_captions, encode_images, load_pipeline
 from tunesmith.families.sdxl.objective import Picture, SdxlLora, time_ids
@@ -120,6 +122,7 @@ def test_written_files_load_in_diffusers_to_the_bit(tiny_sdxl, pictures, tmp_pat
     for path in (peft_path, kohya_path):
         other = StableDiffusionXLPipeline.from_pretrained(tiny_sdxl, local_files_only=True)
         other.load_lora_weights(str(path.parent), weight_name=path.name)
+        assert_attached_whole(peft_layers(other.unet), path)
         theirs = _unet(other.unet, pictures, x, t)
         assert torch.equal(ours, theirs), path.name
         assert not torch.equal(theirs, _unet(load_pipeline(tiny_sdxl).unet, pictures, x, t))

@@ -1,4 +1,5 @@
-"""An ACE-Step adapter as the tools its users run load it: one PEFT folder per adapter.
+"""An ACE-Step adapter as the tools its users run load it: a PEFT folder under ACE-Step's own
+module names, and its twin under diffusers' names.
 
     <run>/adapter_model.safetensors   bf16 tensors under ACE-Step 1.5's original module names,
                                       `base_model.model.layers.N.self_attn.q_proj.lora_A.weight`
@@ -8,14 +9,25 @@
     <run>/lokr_weights.safetensors    LoKr only: LyCORIS's layout of the same adapter
                                       (`lycoris_layers_N_self_attn_q_proj.lokr_w1`, `.alpha`),
                                       what Side-Step saves and LyCORIS loads
+    <run>.diffusers/                  the same tensors, metadata and config under diffusers'
+                                      names (`self_attn.to_q` ... `to_out.0`): the folder
+                                      `PeftModel.from_pretrained(pipe.transformer, ...)` takes
 
-Why these names: ACE-Step 1.5's own trainer and Side-Step wrap the original DiT decoder
+Why the original names: ACE-Step 1.5's own trainer and Side-Step wrap the original DiT decoder
 (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`, `up_proj`, `down_proj`) with PEFT, so
 their folders look like this one; ComfyUI's `comfy/lora.py` maps exactly
 `base_model.model.<decoder module>` and `lycoris_<decoder module, dots as underscores>` onto its
 ACE-Step 1.5 model; and diffusers' `AceStepPipeline.load_lora_weights` recognises this form
-(a key holding `q_proj` or `k_proj`) and renames it to its own `to_q` ... `to_out.0`. A plain
-PEFT folder under diffusers' names would load nothing there.
+(a key holding `q_proj` or `k_proj`) and renames it to its own `to_q` ... `to_out.0`. A PEFT
+folder under diffusers' names loads nothing there (diffusers logs "No LoRA keys associated to
+AceStepTransformer1DModel").
+
+Why the twin: PEFT renames nothing. On diffusers' `AceStepTransformer1DModel` the original
+folder's attention targets match no module, so PEFT wraps only the MLP (6 of 22 layers on the
+tiny model) and drops the attention tensors without a word; the twin's targets are the DiT's
+own. The converse holds too: the twin on ACE-Step's decoder loses the attention the same way,
+so each folder is named for its model. One folder cannot serve both: diffusers' loader wants
+the original names under PEFT's prefix, PEFT on diffusers' DiT the diffusers names.
 
 The scale. PEFT scales a factor pair by alpha/rank from adapter_config.json; diffusers reads no
 adapter_config.json and takes alpha = rank unless the file carries its `lora_adapter_metadata`;
@@ -28,11 +40,14 @@ twin keeps LyCORIS's own rule (`tunesmith/formats/lycoris.py`).
 The files are written by `tunesmith/formats/` (`peft.py`, `lycoris.py`); this module gives them
 the names. The trigger goes into the safetensors metadata (HOT-Step's keys,
 `formats.trigger_metadata`), never into adapter_config.json, and the lineage the loop passes
-goes beside it.
+goes beside it. Not handled: a folder written before the twin existed gets none (its check
+says so); the twin of a LoKr adapter has no LyCORIS file (LyCORIS and ComfyUI take the
+original names).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -45,6 +60,7 @@ from tunesmith.formats import peft as peft_format
 
 WEIGHTS, CONFIG = peft_format.WEIGHTS, peft_format.CONFIG
 LYCORIS = "lokr_weights.safetensors"  # Side-Step's name for its LyCORIS file
+TWIN = ".diffusers"  # <run>/ → <run>.diffusers/, as the planner's <run>.mlx-lm/
 DTYPE = torch.bfloat16  # HOT-Step's and Side-Step's export dtype
 # diffusers' attention projection names → ACE-Step 1.5's (diffusers' own conversion, inverted)
 TO_ORIGINAL = (
@@ -73,6 +89,23 @@ def diffusers_name(name: str) -> str:
     return name
 
 
+def twin_folder(path: Path) -> Path:
+    """The diffusers-named twin of the adapter folder holding `path` (its weights)."""
+    folder = Path(path).parent
+    return folder.with_name(folder.name + TWIN)
+
+
+def as_diffusers(tensors: dict, config: peft.PeftConfig) -> tuple[dict, peft.PeftConfig]:
+    """An original-named adapter's (`<module><suffix>` → tensor, config) under diffusers'
+    module names, the tensors themselves unchanged."""
+    renamed = {}
+    for key, value in tensors.items():
+        suffix = next(s for s in LORA_SUFFIXES + LOKR_SUFFIXES if key.endswith(s))
+        renamed[diffusers_name(key[: -len(suffix)]) + suffix] = value
+    targets = sorted(diffusers_name(m) for m in config.target_modules)
+    return renamed, dataclasses.replace(config, target_modules=targets)
+
+
 def write_adapter(path: Path, transformer, run, trigger: tuple[str, str], metadata: dict) -> Path:
     """Write the run's adapter (LoRA or LoKr on `transformer`) as the folder of `path`."""
     a = run.adapter
@@ -87,10 +120,12 @@ def write_adapter(path: Path, transformer, run, trigger: tuple[str, str], metada
     }
     if a.type == "lokr":
         tensors, config = lokr_files.peft_adapter(transformer, DTYPE, run.base_model, original_name)
-        twin = lokr_files.lycoris_state_dict(transformer, DTYPE, original_name)
-        lycoris.write(path.parent / LYCORIS, twin, info)
+        layout = lokr_files.lycoris_state_dict(transformer, DTYPE, original_name)
+        lycoris.write(path.parent / LYCORIS, layout, info)
     else:
         tensors, config = _lora(transformer, run)
+    # The twin first: the original folder's config, written last, means both are whole.
+    peft_format.write(twin_folder(path), *as_diffusers(tensors, config), info)
     peft_format.write(path.parent, tensors, config, info)
     return path
 
@@ -116,22 +151,27 @@ def _lora(transformer, run) -> tuple[dict, peft.LoraConfig]:
 
 def adapter_files(path: Path, adapter_type: str) -> list[Path]:
     names = [WEIGHTS, CONFIG] + ([LYCORIS] if adapter_type == "lokr" else [])
-    return [Path(path).parent / name for name in names]
+    twin = twin_folder(path)
+    return [Path(path).parent / name for name in names] + [twin / WEIGHTS, twin / CONFIG]
 
 
 def remove_adapter(path: Path) -> None:
-    folder = Path(path).parent
-    for name in (WEIGHTS, CONFIG, LYCORIS):
-        (folder / name).unlink(missing_ok=True)
-    if folder.is_dir() and not any(folder.iterdir()):
-        shutil.rmtree(folder)
+    for folder in (Path(path).parent, twin_folder(path)):
+        for name in (WEIGHTS, CONFIG, LYCORIS):
+            (folder / name).unlink(missing_ok=True)
+        if folder.is_dir() and not any(folder.iterdir()):
+            shutil.rmtree(folder)
 
 
 def validate_files(path: str | Path) -> dict[str, str]:
-    """Check an adapter folder (or its adapter_model.safetensors) as PEFT, diffusers and
-    ComfyUI read it; returns the weights' metadata. Raises ValueError naming the rule."""
+    """Check an adapter folder (or its adapter_model.safetensors) and its diffusers-named twin
+    as PEFT, diffusers and ComfyUI read them; returns the weights' metadata. Raises ValueError
+    naming the rule."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
+    original = folder.with_name(folder.name.removesuffix(TWIN))
+    if original != folder and (original / WEIGHTS).is_file():  # the twin: check the pair
+        folder = original
     config = peft_format.read_config(folder, (peft.LoraConfig, peft.LoKrConfig))
     if config.task_type == "CAUSAL_LM":  # a planner LoRA (ace-step-planner)
         from tunesmith.families.ace_step_planner.adapter_files import validate_folder
@@ -151,7 +191,28 @@ def validate_files(path: str | Path) -> dict[str, str]:
         if not (folder / LYCORIS).is_file():
             raise FormatError(f"{folder}: a LoKr adapter without its LyCORIS twin {LYCORIS}")
         lycoris.validate(folder / LYCORIS)
+    _validate_twin(folder, suffixes)
     return metadata
+
+
+def _validate_twin(folder: Path, suffixes: tuple[str, ...]) -> None:
+    """The twin holds the folder's tensors, metadata and config, under diffusers' names."""
+    twin = twin_folder(folder / WEIGHTS)
+    if not (twin / WEIGHTS).is_file() and not (twin / CONFIG).is_file():
+        raise FormatError(
+            f"{folder}: no diffusers-named twin {twin.name}/ beside it; PEFT on diffusers' "
+            "AceStepTransformer1DModel would attach only the MLP layers of this folder"
+        )
+    kinds = (peft.LoraConfig, peft.LoKrConfig)
+    peft_format.validate(twin, kinds, suffixes, "BF16", LINEAGE, _diffusers_names_only)
+    tensors, config, metadata = peft_format.read(folder, kinds)
+    theirs, their_config, their_metadata = peft_format.read(twin, kinds)
+    ours, our_config = as_diffusers(tensors, config)
+    same = ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    if not same or metadata != their_metadata:
+        raise FormatError(f"{twin}: its tensors or metadata are not those of {folder.name}/")
+    if peft_format.config_bytes(our_config) != peft_format.config_bytes(their_config):
+        raise FormatError(f"{twin / CONFIG}: not {folder.name}/'s config under diffusers' names")
 
 
 def _original_names_only(path: Path, module: str) -> None:
@@ -159,4 +220,12 @@ def _original_names_only(path: Path, module: str) -> None:
         raise FormatError(
             f"{path}: {module} is a diffusers name; ComfyUI and Side-Step read ACE-Step's "
             "original names (q_proj, k_proj, v_proj, o_proj)"
+        )
+
+
+def _diffusers_names_only(path: Path, module: str) -> None:
+    if any(f"{original}." in f"{module}." for _, original in TO_ORIGINAL):
+        raise FormatError(
+            f"{path}: {module} is ACE-Step's original name; PEFT on diffusers' DiT finds only "
+            "its own (to_q, to_k, to_v, to_out.0)"
         )
