@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/planner_step.py
 	$(BIN)/python bench/ddp_scaling.py
 	$(BIN)/python bench/encode_batch.py
+	$(BIN)/python bench/render.py
 	$(BIN)/python bench/scale.py --sizes 200
 
 clean:

@@ -10,6 +10,8 @@
     tunesmith verify [DATASET...]  check every cached file's hash; damaged entries are removed
     tunesmith gc [--dry-run]     remove store entries no current materialization uses
     tunesmith gc --runs [--dry-run]  remove run folders the last build listed as superseded
+    tunesmith render DATASET RUN --prompt TEXT [--prompt TEXT ...]  render with a run's
+                                 trained adapter, no build (pipelines/render.py)
 
 Runs are recorded in DAGSTER_HOME (default `data/dagster_home`), so the UI shows them.
 """
@@ -47,12 +49,41 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="instead: remove the run folders of earlier settings the last build listed",
     )
+    render = sub.add_parser(
+        "render",
+        help="render prompts with a run's trained adapter, without a build",
+        description="Render each --prompt with the run's best adapter (or --step's), loading "
+        "the model once, into the run's folder: renders/<prompt>-seed<N>-s<strength>. Settings "
+        "not given are the run's first demo's.",
+    )
+    render.add_argument("dataset", help="dataset folder name, partition key or path")
+    render.add_argument("run", help="the run's name in tunesmith.toml")
+    render.add_argument(
+        "--prompt",
+        action="append",
+        required=True,
+        help='repeat for several; "{trigger}" is the run\'s trigger word',
+    )
+    render.add_argument("--strength", type=float, help="adapter strength (0: the base model)")
+    render.add_argument("--seed", type=int)
+    render.add_argument("--steps", type=int, help="inference steps")
+    render.add_argument("--duration", type=float, help="seconds (audio families)")
+    render.add_argument(
+        "--step", type=int, help="the adapter file of this training step instead of the best"
+    )
     args = parser.parse_args(argv)
 
     if args.command == "examples":
         return _examples(args.to)
     if args.command == "gc":
         return _gc(args.dry_run, args.runs)
+    if args.command == "render":
+        from pipelines import render as rendering
+
+        settings = ("strength", "seed", "steps", "duration", "step")
+        return rendering.render(
+            args.dataset, args.run, args.prompt, **{k: getattr(args, k) for k in settings}
+        )
     from pipelines import operations
 
     if args.command == "ui":

@@ -22,6 +22,7 @@ SHORT = {
     "planner_step.py": ["--steps", "1", "--warmup", "1"],
     "ddp_scaling.py": ["--quick"],
     "encode_batch.py": ["--quick"],
+    "render.py": ["--quick"],
     "scale.py": ["--quick"],
 }
 

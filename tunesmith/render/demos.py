@@ -8,30 +8,52 @@ spectrogram PNG; image families write the picture as a PNG at the size the famil
 the run at (`Family.picture_size`). Both write a JSON sidecar with every setting. Renders are
 cached in the store under the base model's fingerprint, the adapter file's hash, the demo and
 the placement: an unchanged adapter and demo list renders nothing again.
+
+`RunRenders` (one run's renderer, its files and sidecar) and `publish` (a render's files under
+the names people open) are the one write path: `tunesmith render`
+(`tunesmith/render/adhoc.py`) renders its prompts through them too, outside the store.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from tunesmith import family as families
 from tunesmith.backends.placement import Placement
 from tunesmith.media.writers import mp3_from_wav, wav_bytes, write_png
 from tunesmith.report import StageResult
-from tunesmith.store import DamagedEntry, Store, canonical_json, content_key, sha256_file
+from tunesmith.store import (
+    VALUE,
+    DamagedEntry,
+    Store,
+    canonical_json,
+    content_key,
+    sha256_file,
+)
 from tunesmith.store.atomic import write_if_changed
 from tunesmith.train.config import RunConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STAGE_VERSION = 1
 SIDES = ("base", "adapter")
 COLUMNS = ["run", "demo", "side", "prompt", "seed", "wav", "mp3", "spectrogram", "image", "sidecar"]
+# A render's files as `RunRenders.into` names them, and the suffix each is published under.
+MEDIA = (
+    ("audio.wav", ".wav"),
+    ("audio.mp3", ".mp3"),
+    ("spectrogram.png", ".png"),
+    ("image.png", ".png"),
+)
+NO_FFMPEG = "ffmpeg not found: WAV only, no MP3"
 
 
 @dataclass
@@ -55,15 +77,19 @@ def build_renders(
     object with `render(demo, strength)` (audio: float [2, N] at its `sample_rate`; images:
     uint8 [H, W, 3]); it is called only when something is missing from the store.
     """
+    # Imported here: `tunesmith render` writes through this module and makes no table, and
+    # pandas would be 0.4 s of its start.
+    import pandas as pd
+
     start = time.perf_counter()
     rows, keys, notes = [], [], []
     cached = computed = 0
     mp3_ok = shutil.which("ffmpeg") is not None
     if not mp3_ok and any(families.get(run.family).media == "audio" for run, _ in runs):
-        notes.append("ffmpeg not found: WAV only, no MP3")
+        notes.append(NO_FFMPEG)
     for run, trained in runs:
         placement = placements[run.family]
-        render = _RunRenders(run, trained, placement, renderer, mp3_ok)
+        render = RunRenders(run, trained, placement, renderer, mp3_ok)
         for i, demo in enumerate(run.demos):
             for side in SIDES:
                 strength = 0.0 if side == "base" else demo.strength
@@ -102,21 +128,31 @@ def build_renders(
     return Renders(frame, result, keys)
 
 
-class _RunRenders:
+class RunRenders:
     """One run's renders: the family's renderer, made on first use only (a run whose renders
-    are all cached loads no model)."""
+    are all cached loads no model) and kept for every render after it.
+
+    `trained` is the run's row of the adapters table, or any mapping with its `best_path` (the
+    adapter file rendered) and `best_step` (its training step, written in the sidecar).
+    """
 
     def __init__(self, run: RunConfig, trained: dict, placement, renderer, mp3_ok: bool) -> None:
         self.run, self.trained, self.placement = run, trained, placement
         self.renderer, self.mp3_ok, self.made = renderer, mp3_ok, None
         self.adapter = Path(trained["best_path"])
-        self.adapter_sha = sha256_file(self.adapter)
         family = families.get(run.family)
         self.image = family.media == "image"
         self.size = family.picture_size(run) if self.image else None
 
+    @functools.cached_property
+    def adapter_sha(self) -> str:
+        """The adapter file's hash, for the store's keys (a render outside the store needs
+        none)."""
+        return sha256_file(self.adapter)
+
     def into(self, tmp: Path, demo, side: str, strength: float) -> None:
-        """Render one side of one demo into the store's temporary folder `tmp`."""
+        """Render one side of one demo into the folder `tmp` (the store's temporary entry, or
+        `tunesmith render`'s own): its media files (`MEDIA`) and its sidecar (`VALUE`)."""
         run = self.run
         self.made = self.made or self.renderer(run, self.adapter)
         rendered = self.made.render(demo, strength)
@@ -152,7 +188,7 @@ class _RunRenders:
             for name, samples in (extra() if extra else {}).items():
                 (tmp / f"extra-{name}.wav").write_bytes(wav_bytes(samples, self.made.sample_rate))
                 sidecar.setdefault("extra_audio", []).append(name)
-        (tmp / "value.json").write_text(canonical_json(sidecar), encoding="utf-8")
+        (tmp / VALUE).write_text(canonical_json(sidecar), encoding="utf-8")
 
 
 def _write_audio(tmp: Path, samples, sample_rate: int, mp3_ok: bool) -> None:
@@ -166,25 +202,17 @@ def _write_audio(tmp: Path, samples, sample_rate: int, mp3_ok: bool) -> None:
 
 def _publish(store: Store, key: str, folder: Path, run: RunConfig, index: int) -> dict:
     """Copy a render out of the store as `<folder>/demo<index>.<ext>` with its JSON sidecar."""
-    entry, stem = store.path(key), folder / f"demo{index}"
-    paths = {}
-    media = (
-        ("audio.wav", ".wav"),
-        ("audio.mp3", ".mp3"),
-        ("spectrogram.png", ".png"),
-        ("image.png", ".png"),
-    )
-    for name, suffix in media:
-        if (entry / name).exists():
-            store.publish(key, name, stem.with_suffix(suffix))
-            paths[suffix] = str(stem.with_suffix(suffix))
     sidecar = store.read_json(key)
     if sidecar is None:
-        raise DamagedEntry(f"{entry}: its sidecar was damaged; evicted, it is computed again")
-    for name in sidecar.get("extra_audio", []):  # `<stem>.<name>.wav` beside the render
-        store.publish(key, f"extra-{name}.wav", stem.with_suffix(f".{name}.wav"))
-    target = stem.with_suffix(".json")
-    write_if_changed(target, (json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n").encode())
+        raise DamagedEntry(
+            f"{store.path(key)}: its sidecar was damaged; evicted, it is computed again"
+        )
+    paths = publish(
+        store.path(key),
+        folder / f"demo{index}",
+        sidecar,
+        lambda name, target: store.publish(key, name, target),
+    )
     return {
         "run": run.name,
         "demo": f"demo{index}",
@@ -193,7 +221,34 @@ def _publish(store: Store, key: str, folder: Path, run: RunConfig, index: int) -
         "seed": sidecar["seed"],
         "wav": paths.get(".wav"),
         "mp3": paths.get(".mp3"),
-        "sidecar": str(target),
+        "sidecar": paths[".json"],
         "spectrogram": paths[".png"] if ".wav" in paths else None,
         "image": None if ".wav" in paths else paths[".png"],
     }
+
+
+def publish(
+    entry: Path, stem: Path, sidecar: dict, copy: Callable[[str, Path], object]
+) -> dict[str, str]:
+    """A render's files, as `RunRenders.into` left them in `entry`, under the names people
+    open: `<stem>.wav`, `.mp3`, `.png` (the spectrogram, or the picture), `<stem>.<name>.wav`
+    for each extra rendering, and `<stem>.json`, the sidecar indented. `copy(name, target)`
+    puts the file `name` of `entry` at `target` (the store copies and checks its hash; a render
+    outside the store moves its own). Returns each suffix with the path written."""
+    paths = {}
+    for name, suffix in MEDIA:
+        if (entry / name).exists():
+            copy(name, _beside(stem, suffix))
+            paths[suffix] = str(_beside(stem, suffix))
+    for name in sidecar.get("extra_audio", []):  # `<stem>.<name>.wav` beside the render
+        copy(f"extra-{name}.wav", _beside(stem, f".{name}.wav"))
+        paths[f".{name}.wav"] = str(_beside(stem, f".{name}.wav"))
+    target = _beside(stem, ".json")
+    write_if_changed(target, (json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n").encode())
+    paths[".json"] = str(target)
+    return paths
+
+
+def _beside(stem: Path, suffix: str) -> Path:
+    # Not `with_suffix`: a stem may hold a dot of its own (`…-s0.5`).
+    return stem.with_name(stem.name + suffix)
