@@ -44,13 +44,19 @@ def labels(
     )
     out = storage.dataset_out(key)
     side_step = out / "dataset.json"
-    write_if_changed(side_step, json_bytes(engine.side_step_dataset(result, folder, key)))
+    exported = engine.side_step_dataset(result, folder, key)
+    if exported["samples"]:
+        write_if_changed(side_step, json_bytes(exported))
+        shown = dg.MetadataValue.path(str(side_step))
+    else:  # Side-Step trains on songs: a folder of pictures has no dataset.json for it
+        side_step.unlink(missing_ok=True)
+        shown = "none (no audio)"
     return stage_output(
         result.frame,
         result.result,
         out,
         store=store,
-        side_step_dataset=dg.MetadataValue.path(str(side_step)),
+        side_step_dataset=shown,
         placement="cpu",
         workers=compute.pool_size(),
         warnings=capped_text(extra.get("warnings", [])),

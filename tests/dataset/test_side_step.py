@@ -104,6 +104,8 @@ def test_a_file_side_step_wrote_comes_back_field_for_field(folder: Path, tmp_pat
     written = side_step_file(folder)
     (folder / "dataset.json").write_text(json.dumps(written, indent=2))
     labels, exported = labels_of(folder, tmp_path / "store")
+    # as written, but an empty time signature is the 4/4 the runs train with
+    written["samples"][1]["timesignature"] = "4"
     assert exported == written
     assert list(exported["metadata"]) == list(METADATA_KEYS)
     assert list(exported["samples"][0]) == list(SAMPLE_KEYS)
@@ -141,7 +143,7 @@ def test_read_export_read_gives_the_same_labels(folder: Path, tmp_path: Path) ->
     assert exported["metadata"] == exported_again["metadata"]
     pad = exported["samples"][1]
     assert "is_instrumental" not in pad  # unknown: not written as a fact
-    assert pad["timesignature"] == "" and pad["keyscale"] == "Bbm"
+    assert pad["timesignature"] == "4" and pad["keyscale"] == "Bbm"  # the 4/4 trained with
 
 
 def test_a_sample_is_found_by_filename_when_its_path_is_from_another_machine(
@@ -167,3 +169,27 @@ def test_a_broken_dataset_json_is_reported_and_the_items_labelled(
     assert sorted(labels.frame["path"]) == ["rise.wav", "sub/pad.wav"]
     (skipped,) = labels.result.skipped
     assert skipped.path == "dataset.json" and "not valid UTF-8 JSON" in skipped.reason
+
+
+def test_the_export_conditions_side_step_as_the_runs_were_conditioned(folder: Path, tmp_path):
+    """Side-Step writes a sample's metas with ACE-Step 1.5's rule (bpm, time signature and key
+    as the sample has them, "N/A" for an empty one): from the exported samples that gives, line
+    for line, the metas tunesmith trained each song with, an assumed 4/4 included."""
+    from tunesmith.families.ace_step.text import Metas, metas_block
+
+    labels, exported = labels_of(folder, tmp_path / "store")
+    rows = labels.frame.set_index("path")
+    for sample in exported["samples"]:
+        row = rows.loc["sub/pad.wav" if sample["filename"] == "pad.wav" else sample["filename"]]
+        side_step = Metas(
+            bpm=sample.get("bpm"),
+            keyscale=sample.get("keyscale") or None,
+            timesignature=sample.get("timesignature") or None,
+        )
+        trained = Metas(
+            bpm=row["bpm"],
+            keyscale=row["keyscale"] or None,
+            timesignature=row["timesignature"] or None,
+        )
+        assert metas_block(side_step) == metas_block(trained), sample["filename"]
+        assert "- timesignature: 4\n" in metas_block(side_step)

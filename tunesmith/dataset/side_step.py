@@ -190,7 +190,10 @@ def _sample(row: dict[str, Any], root: Path) -> dict[str, Any]:
         "formatted_lyrics": "",
         "bpm": _bpm(row["bpm"], sources.get("bpm")),
         "keyscale": row["keyscale"] or "",
-        "timesignature": "" if sources.get("timesignature") == "assumed" else row["timesignature"],
+        # What the run trains with, an assumed 4/4 included ("4"): Side-Step's prompt builder
+        # writes "N/A" for an empty one, and a dataset trained again there would be
+        # conditioned otherwise. That it was assumed stays in tunesmith's table (`fields`).
+        "timesignature": row["timesignature"] or "",
         "duration": int(row["duration"]),  # Side-Step's whole seconds
         "language": row["language"],
         "is_instrumental": instrumental if isinstance(instrumental, bool) else None,
@@ -220,7 +223,9 @@ def _as_read(key: str, value: Any, made: dict[str, Any], sources: dict[str, Any]
     source = sources.get(key)
     if source == "dataset.json":
         return True  # the labels hold what the file said
-    if source in ("none", "assumed"):
+    if source == "assumed":
+        return False  # it said nothing; the value assumed is what the run trains with
+    if source == "none":
         return value in NO_VALUE  # it said nothing, and nothing was found since
     # A dataset-level trigger word: Side-Step gives it to every sample without its own.
     dataset_level = source in ("tunesmith.toml", "dataset.json metadata")

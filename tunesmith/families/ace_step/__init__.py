@@ -12,7 +12,7 @@ objective.py the DiT loss: flow matching in ACE-Step's convention, its timesteps
              the loss weightings, normalised per crop and per optimizer window
 data.py      training items, crops, the epoch order, the fixed validation draws
 trainer.py   one run as a trainer of the one loop: adapters, optimizer, schedule, state
-files.py     the PEFT folder (and LoKr's LyCORIS twin) every tool loads; its check
+files.py     the PEFT folders (own names, diffusers' twin; LoKr's LyCORIS file); their check
 sample.py    renders and training samples through AceStepPipeline
 
 The planner LM is the `ace-step-planner` family (`tunesmith/families/ace_step_planner/`); its
@@ -77,15 +77,22 @@ class AceStep(Family):
         return Renderer(base_model, placement, adapter)
 
     def files_for_tools(self, run, best: Path) -> list[tuple[str, Path]]:
-        folder = best.parent  # <run>/adapter_model.safetensors
+        folder = best.parent  # <run>/adapter_model.safetensors, its diffusers twin beside it
+        twin = folder.with_name(folder.name + ".diffusers")
         lokr = folder / "lokr_weights.safetensors"
         own = "PEFT on ACE-Step's own decoder (PeftModel.from_pretrained), Side-Step"
+        on_diffusers = "PEFT on diffusers' DiT (PeftModel.from_pretrained(pipe.transformer, …))"
         if lokr.exists():  # diffusers refuses LoKr ("all LoRA param names must contain 'lora'")
-            return [("LyCORIS (create_lycoris_from_weights), ComfyUI", lokr), (own, folder)]
+            return [
+                ("LyCORIS (create_lycoris_from_weights), ComfyUI", lokr),
+                (own, folder),
+                (on_diffusers, twin),
+            ]
         return [
             ("diffusers (AceStepPipeline.load_lora_weights)", folder),
             ("ComfyUI (a file in models/loras)", best),
             (own, folder),
+            (on_diffusers, twin),
         ]
 
     def validate_files(self, path) -> dict[str, str]:
