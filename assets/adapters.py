@@ -114,6 +114,7 @@ def adapters(
                 "validation_note": result["validation_note"],
                 "stopped": stopped,
                 "why": why,
+                "settings": family.trained_settings(run),
                 "files": [
                     {"tool": tool, "path": str(path)}
                     for tool, path in family.files_for_tools(run, Path(result["best_path"]))

@@ -10,6 +10,7 @@
     tunesmith verify [DATASET...]  check every cached file's hash; damaged entries are removed
     tunesmith gc [--dry-run]     remove store entries no current materialization uses
     tunesmith gc --runs [--dry-run]  remove run folders the last build listed as superseded
+    tunesmith adapters [DATASET...] [--json]  every trained adapter, the file for each tool
     tunesmith render DATASET RUN --prompt TEXT [--prompt TEXT ...]  render with a run's
                                  trained adapter, no build (pipelines/render.py)
 
@@ -71,12 +72,21 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument(
         "--step", type=int, help="the adapter file of this training step instead of the best"
     )
+    listing = sub.add_parser(
+        "adapters", help="every trained adapter, and the file to hand each tool"
+    )
+    listing.add_argument("datasets", nargs="*")
+    listing.add_argument("--json", action="store_true", help="as JSON")
     args = parser.parse_args(argv)
 
     if args.command == "examples":
         return _examples(args.to)
     if args.command == "gc":
         return _gc(args.dry_run, args.runs)
+    if args.command == "adapters":
+        from pipelines.listing import adapters
+
+        return adapters(args.datasets, args.json)
     if args.command == "render":
         from pipelines import render as rendering
 

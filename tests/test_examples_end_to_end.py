@@ -1,7 +1,9 @@
 """The example datasets through every stage, the way `make demo` runs them."""
 
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 import pytest
+from safetensors import safe_open
 
 from pipelines.status import STAGES
 from tests.conftest import make_storage, materialize
@@ -65,6 +68,7 @@ def test_rings_are_labelled_encoded_and_the_adapter_beats_the_base_model_beside_
     assert (table["caption_source"] == "txt").all()
     assert table["caption"].str.contains("thick dark rings").all()
     assert (table["width"] > 0).all() and (table["mode"] == "RGB").all()
+    assert not (Path(storage.out_root) / "rings" / "dataset.json").exists()  # Side-Step's: songs
 
     report = json.loads((Path(storage.out_root) / "rings" / "report.json").read_text())
     (run,) = report["stages"]["adapters"]["runs"]
@@ -128,6 +132,13 @@ def test_command_line_run_status_and_gc(tmp_path):
         ("ComfyUI, A1111/Forge, kohya's scripts", "rings-lora.kohya.safetensors"),
     ]:
         assert f"        for {tool}: {folder / name}\n" in out, out
+    (listed,) = json.loads(cli(env, "adapters", "rings", "--json"))
+    assert (listed["dataset"], listed["run"], listed["family"]) == ("rings", "rings-lora", "sdxl")
+    assert [Path(f["path"]).name for f in listed["files"]] == [
+        "rings-lora.safetensors",
+        "rings-lora.kohya.safetensors",
+    ]
+    assert "rings / rings-lora (sdxl, base tiny-sdxl): best step " in cli(env, "adapters")
     status = cli(env, "status", "rings")
     assert "stale" not in status and status.count("fresh") == len(STAGES)
     caption = tmp_path / "examples" / "rings" / "rings_00.txt"
@@ -199,6 +210,17 @@ def test_the_loops_renders_and_audition_page_are_listed_in_the_report(
     assert all(Path(r["wav"]).exists() for r in report["renders"])
     assert loops_built["renders"]["computed"] == 4
     assert "loops-dora_loss_curve" in loops_built["auditions"]
+    # the page's settings are those the adapter file says it was trained with
+    (run,) = report["stages"]["adapters"]["runs"]
+    with safe_open(run["best_path"], "pt") as f:
+        trained = json.loads(f.metadata()["lora_config"])
+    text = Path(page).read_text()
+    shown = dict(re.findall(r"<tr><th>(adapter\.[a-z_]+)</th><td>([^<]*)</td></tr>", text))
+    assert json.loads(html.unescape(shown["adapter.rank"])) == trained["rank"]
+    assert json.loads(html.unescape(shown["adapter.alpha"])) == trained["alpha"]
+    assert html.unescape(shown["adapter.type"]) == trained["adapter_type"]
+    assert json.loads(html.unescape(shown["adapter.include"])) == trained["include"]
+    assert run["settings"]["adapter"]["include"] == trained["include"]  # the report too
 
     # what `make demo` does the second time: the examples are rewritten (unchanged), then built
     make_examples(Path(loops_storage.datasets_root), Path(loops_storage.models_root))

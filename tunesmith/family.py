@@ -138,6 +138,14 @@ class Family:
         (`tunesmith check` and `run` print them; none stops the run)."""
         return []
 
+    def trained_settings(self, run) -> dict:
+        """The run's settings as its trainer uses them (a default the trainer fills in, such
+        as alpha = rank, shown as its value, not as "null"): the audition page and the report
+        show these."""
+        from dataclasses import asdict
+
+        return asdict(run)
+
     def files_for_tools(self, run, best: Path) -> list[tuple[str, Path]]:
         """Which file of the run's best adapter (`best`, the path the adapters table names) each
         tool a person loads it with takes, as (the tool and how it loads it, the file); the

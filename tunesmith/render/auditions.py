@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -110,7 +109,7 @@ def audition_spec(
         "base_loss": float(trained["base_loss"]),
         "best_loss": float(trained["best_loss"]),
         "validation_note": trained.get("validation_note", ""),
-        "config": asdict(run),
+        "config": families.get(run.family).trained_settings(run),
         "lineage": {k: lineage[k] for k in sorted(lineage) if k != "tunesmith.training_config"},
         "notes": list(notes),
     }

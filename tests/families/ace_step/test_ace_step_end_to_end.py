@@ -41,12 +41,26 @@ def test_the_songs_example_trains_renders_and_auditions(
     assert Path(run["best_path"]).name == "adapter_model.safetensors"
     # which file each tool takes: a LoRA folder for diffusers, its file for ComfyUI; the
     # planner's PEFT folder and its mlx-lm twin
-    assert [f["tool"].split(" ")[0] for f in run["files"]] == ["diffusers", "ComfyUI", "PEFT"]
+    assert [f["tool"].split(" ")[0] for f in run["files"]] == [
+        "diffusers",
+        "ComfyUI",
+        "PEFT",
+        "PEFT",
+    ]
     assert [Path(f["path"]).name for f in planner["files"]] == [
         "songs-planner",
         "songs-planner.mlx-lm",
     ]
     assert all(Path(f["path"]).exists() for f in run["files"] + planner["files"])
+    # nothing handed to another tool names a folder of this machine (people share adapters)
+    roots = [str(Path(r).resolve()) for r in (storage.models_root, storage.out_root)]
+    roots += [str(Path(storage.models_root).resolve().parent)]
+    handed = [Path(f["path"]) for f in run["files"] + planner["files"]]
+    files = [p for h in handed for p in ([h] if h.is_file() else sorted(h.rglob("*")))]
+    assert len(files) >= 8, files
+    for path in files:
+        data = path.read_bytes()
+        assert not any(root.encode() in data for root in roots), path
     sidecar = json.loads((out / "renders" / "songs-lora" / "adapter" / "demo0.json").read_text())
     assert sidecar["lyrics"].startswith("[Verse]\nlast bus home") and sidecar["duration"] == 8.0
     page = (out / "auditions" / "songs-lora.html").read_text()

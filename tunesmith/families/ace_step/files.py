@@ -35,7 +35,8 @@ ComfyUI takes alpha only from `.alpha` tensors, which a PEFT file has none of, a
 by 1. So the trained scale alpha/rank is multiplied into one factor (LoRA's B, LoKr's w1) and the
 config says alpha = rank: every one of those loaders then computes the trained function (the
 trained rank and alpha are in the metadata, `tunesmith.rank` / `tunesmith.alpha`). The LyCORIS
-twin keeps LyCORIS's own rule (`tunesmith/formats/lycoris.py`).
+twin folds the scale into w1 the same way and stores `.alpha` = dim
+(`tunesmith/formats/lycoris.py`).
 
 The files are written by `tunesmith/formats/` (`peft.py`, `lycoris.py`); this module gives them
 the names. The trigger goes into the safetensors metadata (HOT-Step's keys,
@@ -144,7 +145,7 @@ def _lora(transformer, run) -> tuple[dict, peft.LoraConfig]:
         bias="none",
         target_modules=sorted(factors),
         inference_mode=True,
-        base_model_name_or_path=run.base_model,
+        base_model_name_or_path=Path(run.base_model).name,  # a name, not this machine's path
     )
     return peft_format.lora_tensors(factors, DTYPE), config
 

@@ -146,7 +146,9 @@ class AdapterFolders:
         backend's own layout when none is named; `labels` are `write`'s trigger,
         trigger_position and lineage."""
         layout = layout or self.default_layout
-        base = str(self.base_folder)
+        # The planner's folder name, never its path: adapters are shared, and the path of the
+        # machine that trained says where nothing is on another one.
+        base = Path(self.base_folder).name
         return write(folder, layout, self.factors(), self.num_layers, base, **labels)
 
     def load(self, folder: Path) -> dict[str, str]:

@@ -65,6 +65,15 @@ class StableAudio3(Family):
 
         return TorchTrainer
 
+    def trained_settings(self, run) -> dict:
+        from tunesmith.families.stable_audio_3.config import DEFAULT_INCLUDE
+
+        settings = super().trained_settings(run)
+        adapter = settings["adapter"]
+        adapter["alpha"] = run.adapter.scale_alpha  # None: alpha = rank (underfit's lora.py)
+        adapter["include"] = list(run.adapter.include or DEFAULT_INCLUDE)
+        return settings
+
     def files_for_tools(self, run, best: Path) -> list[tuple[str, Path]]:
         return [("underfit (its dashboard, a seed), stable-audio-3's LoRA loader", best)]
 

@@ -23,6 +23,10 @@ from tunesmith.train.schema import (
     Share,
 )
 
+# underfit's dashboard default excludes the conditioners and every module outside the
+# transformer layers (embedders, projections, convolutions).
+DEFAULT_INCLUDE = ("model.transformer.layers.",)
+
 ADAPTER_TYPES = ("lora", "dora-rows")
 TIMESTEP_SAMPLERS = ("uniform", "logit_normal", "trunc_logit_normal", "log_snr", "log_snr_uniform")
 LR_SCHEDULES = ("inverse_lr", "constant")  # constant: underfit's loop given no scheduler

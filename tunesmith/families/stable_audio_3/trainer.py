@@ -35,6 +35,7 @@ from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import files, model, optim, published
 from tunesmith.families.stable_audio_3 import names as sa3_names
+from tunesmith.families.stable_audio_3.config import DEFAULT_INCLUDE
 from tunesmith.families.stable_audio_3.data import Batch, Item, load_items
 from tunesmith.families.stable_audio_3.draws import Draws
 from tunesmith.families.stable_audio_3.timesteps import FullShift
@@ -53,9 +54,6 @@ from tunesmith.train.state import (
 )
 from tunesmith.train.trainer import StepReport
 
-# underfit's dashboard default excludes the conditioners and every module outside the
-# transformer layers (embedders, projections, convolutions).
-DEFAULT_INCLUDE = ("model.transformer.layers.",)
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 

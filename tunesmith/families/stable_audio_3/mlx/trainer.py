@@ -54,11 +54,12 @@ from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import model, optim, published
 from tunesmith.families.stable_audio_3 import names as sa3_names
+from tunesmith.families.stable_audio_3.config import DEFAULT_INCLUDE
 from tunesmith.families.stable_audio_3.data import Batch
 from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx.model import cross_attention_context
 from tunesmith.families.stable_audio_3.timesteps import FullShift
-from tunesmith.families.stable_audio_3.trainer import DEFAULT_INCLUDE, Objective, UnderfitTrainer
+from tunesmith.families.stable_audio_3.trainer import Objective, UnderfitTrainer
 from tunesmith.train import distributed
 from tunesmith.train.config import RunConfig
 from tunesmith.train.state import ResumeError, params_state
