@@ -196,8 +196,8 @@ class UnderfitNames:
     """underfit's file names: `checkpoints/{run}-step=S-epoch=E` per checkpoint; the last
     step's adapter is its checkpoint. The best is `best/{run}-best-step=S`, beside the
     checkpoints folder, not in it: underfit's dashboard lists every `.safetensors` in a
-    session's `checkpoints/` as a step of the run (the number after `step=` in its name, else step 0),
-    and would list the best twice."""
+    session's `checkpoints/` as a step of the run (the number after `step=` in its name, else
+    step 0), and would list the best twice."""
 
     folder: Path  # the run's checkpoints folder
     run: str
