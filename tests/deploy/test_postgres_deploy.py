@@ -305,7 +305,7 @@ def sensor_ticks(instance: dg.DagsterInstance) -> list:
 
 def test_a_restart_of_daemon_and_webserver_keeps_history_cursor_and_partitions(site, two_runs):
     """deploy/start.sh twice. The first daemon's sensor finds a new folder: a partition, a
-    cursor and queued runs (the queue is paused). All of it survives the restart: the new
+    cursor and a queued run (the queue is paused). All of it survives the restart: the new
     webserver lists every run, and the new daemon's next tick reads the stored cursor and
     finds nothing changed."""
     from dagster._core.scheduler.instigation import TickStatus
@@ -330,7 +330,9 @@ def test_a_restart_of_daemon_and_webserver_keeps_history_cursor_and_partitions(s
     assert instance.event_log_storage.get_concurrency_info("gpu").slot_count == 2  # --gpus 2
     assert {two_runs[d].run_id for d in DATASETS} <= set(before)
     assert set(tick.run_ids) <= {r for r, status in before.items() if status == "QUEUED"}
-    assert len(tick.run_ids) == 3  # loops, beats, drums: every folder is new to the cursor
+    # drums only: loops and beats are new to the cursor too, but the command line built them as
+    # they are, and the sensor's first tick adopts such builds instead of queuing them again
+    assert len(tick.run_ids) == 1
     instance.dispose()
 
     # Between the two starts: a new instance object, as the restarted processes build one.

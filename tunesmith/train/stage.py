@@ -323,15 +323,16 @@ def record_inputs(plan: RunPlan, cause: str) -> None:
 
 
 def write_index(adapters: Path, rows: list[dict]) -> None:
-    """`adapters/index.json`: per run, the folder this build made current, why, and the run's
-    earlier folders still there, each with why it was made."""
+    """`adapters/index.json`: per run, its current folder and why that folder was made, and
+    the run's earlier folders still there, each with why it was made. A build that keeps
+    every folder writes the same bytes (nothing is rewritten)."""
     index = {}
     for row in rows:
         current = Path(row["run_dir"])
         earlier = superseded(adapters, {row["run"]: current})
         index[row["run"]] = {
             "current": current.name,
-            "why": row.get("why", ""),
+            "made_because": _made_because(current),  # the same in every build that keeps it
             "earlier": [{"folder": f.name, "made_because": _made_because(f)} for f in earlier],
         }
     if index:
