@@ -75,9 +75,15 @@ class RunPlan:
             "tunesmith.version": tunesmith.__version__,
             "tunesmith.dataset_manifest": manifest_version,
             "tunesmith.base_model_fingerprint": self.base_fingerprint,
-            "tunesmith.training_config": json.dumps(computed(self.run), sort_keys=True),
+            "tunesmith.training_config": json.dumps(_shared(computed(self.run)), sort_keys=True),
             "tunesmith.run_key": self.key,
         }
+
+
+def _shared(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings as a file that travels carries them: a base model written as a path in
+    tunesmith.toml is named by its folder (the path says nothing on another machine)."""
+    return {**settings, "base_model": Path(settings["base_model"]).name}
 
 
 def plan(
