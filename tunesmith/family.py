@@ -133,6 +133,12 @@ class Family:
     def picture_size(self, run) -> int:
         raise NotImplementedError
 
+    def memory(self, run, base_model: Path, dtype):
+        """What the estimate of a run's peak memory needs (a
+        `tunesmith.train.footprint.MemoryModel`, built on the `meta` device at `dtype`), or
+        None where the family does not estimate (its runs are then not fitted)."""
+        return None
+
     def warnings(self, run) -> list[str]:
         """What the run's settings will do that a person would not guess, a line each
         (`tunesmith check` and `run` print them; none stops the run)."""

@@ -1,0 +1,287 @@
+"""A training step's peak memory, estimated before the first step, and a run fitted to its cap.
+
+The estimate is the sum of what a training process holds at the peak of a step:
+
+- `runtime`: the process before any model (Python, torch and the libraries): the resident set
+  of the process that estimates, which has imported them;
+- `weights`: every component the trainer loads, at the placement's dtype;
+- `adapter`: the trained parameters in float32 with their gradients and the optimizer's state
+  (AdamW's two moments; tunesmith's trainers keep the factors in float32 whatever the base);
+- `step`: the tensors one forward, loss and backward create, at their peak, traced on the
+  `meta` device (`traced_peak`): autograd's saved activations, the backward's gradients, the
+  recomputation of a checkpointed block. The family runs its own step there (`Family.memory`),
+  on the base model's architecture as its `config.json` files state it, at the run's crop or
+  size and batch, so no weights are read and a billion-parameter model traces in seconds.
+
+Attention is counted as the fused kernels compute it (the CPU's flash kernel and CUDA's keep
+the query, key, value, output and the log-sum-exp, never the score matrix): on `meta`, torch
+would otherwise decompose it into its math form, whose score matrices a real step never holds.
+What the trace cannot see: a kernel's private scratch, the allocator's fragmentation and what
+the demos' rendering needs at validation; `docs/performance.md` has the estimate against
+measured peaks at full size.
+
+`fit(run, cap, estimate, knobs)` with `train.gradient_checkpointing = "auto"`: the run as
+asked if its estimate is under the cap; else checkpointing on; else the family's knobs lowered
+in order (a shorter crop, a smaller batch), never a smaller model; a run that fits no setting
+is refused with its estimate and the smallest setting's.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+GB = 1e9
+# AdamW's state per trained parameter (two float32 moments), and the parameter and its
+# gradient in float32: 16 bytes each.
+ADAPTER_BYTES_PER_PARAMETER = 4 + 4 + 8
+
+
+class _Live(TorchDispatchMode):
+    """Counts the bytes of the storages ops create while they live; `peak` is the most at once.
+
+    A storage is counted from the op that makes it until the last tensor viewing it is
+    collected; views of storages made before the trace (weights, inputs) are never counted.
+    Written here because torch's own tracker (`torch.distributed._tools.mem_tracker`) hooks
+    every parameter's gradient and refuses frozen ones, which is every base weight here.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: dict[int, int] = {}
+        self.views: dict[int, int] = {}
+        self.now = self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        given = {
+            t.untyped_storage()._cdata
+            for t in tree_flatten((args, kwargs))[0]
+            if isinstance(t, torch.Tensor)
+        }
+        for tensor in tree_flatten(out)[0]:
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            storage = tensor.untyped_storage()
+            key = storage._cdata
+            if key not in self.sizes:
+                if key in given:  # a view of a tensor from before the trace
+                    continue
+                self.sizes[key], self.views[key] = storage.nbytes(), 0
+                self.now += storage.nbytes()
+                self.peak = max(self.peak, self.now)
+            self.views[key] += 1
+            weakref.finalize(tensor, self._release, key)
+        return out
+
+    def _release(self, key: int) -> None:
+        self.views[key] -= 1
+        if not self.views[key]:
+            self.now -= self.sizes.pop(key)
+            del self.views[key]
+
+
+def _fused_attention(
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
+):
+    """`scaled_dot_product_attention` as the fused kernels keep it, for the trace on meta."""
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        repeat = query.shape[-3] // key.shape[-3]
+        key = key.repeat_interleave(repeat, dim=-3)
+        value = value.repeat_interleave(repeat, dim=-3)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill(
+            ~attn_mask, float("-inf")
+        )
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
+    )[0]
+
+
+@contextmanager
+def _attention_as_fused() -> Iterator[None]:
+    original = F.scaled_dot_product_attention
+    F.scaled_dot_product_attention = _fused_attention
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
+def traced_peak(step: Callable[[], Any]) -> int:
+    """The most bytes the tensors `step()` creates hold at once, `step` run on `meta` tensors
+    (a forward, its loss and `backward()`). What `step` returns is dropped before it ends."""
+    live = _Live()
+    with _attention_as_fused(), live:
+        step()
+    return live.peak
+
+
+def parameter_bytes(module: torch.nn.Module, trainable: bool | None = None) -> int:
+    """The bytes of a module's parameters and buffers (`trainable`: only those that do, or do
+    not, require gradients; buffers count as not trained)."""
+    total = 0
+    for p in module.parameters():
+        if trainable is None or p.requires_grad == trainable:
+            total += p.numel() * p.element_size()
+    if trainable is not True:
+        total += sum(b.numel() * b.element_size() for b in module.buffers())
+    return total
+
+
+def trainable_parameters(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def process_bytes() -> int:
+    """This process's resident set now: the runtime a training process starts from."""
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+@dataclass
+class MemoryModel:
+    """What a family gives the estimate of one run (`Family.memory`).
+
+    `parts`: every component its training process loads, built on the `meta` device from the
+    base model's `config.json` files at the placement's dtype, the trained one with the run's
+    adapter attached as the trainer attaches it (its parameters the only ones requiring
+    gradients). `step(run)`: one training forward, loss and backward over `parts` on `meta`
+    tensors of the run's shapes (crop or size, batch), with gradient checkpointing as
+    `run.train.gradient_checkpointing` says (True or False, never "auto" here). `knobs`: the
+    train settings the fit may lower when the run does not fit, in order, each with the
+    values to try from the largest down (a crop, a batch; never the model)."""
+
+    parts: dict[str, torch.nn.Module]
+    step: Callable[[Any], Any]
+    knobs: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def estimate(self, run, runtime: int = 0) -> Footprint:
+        weights = sum(parameter_bytes(p, trainable=False) for p in self.parts.values())
+        trained = sum(trainable_parameters(p) for p in self.parts.values())
+        return Footprint(
+            runtime=runtime,
+            weights=weights,
+            adapter=trained * ADAPTER_BYTES_PER_PARAMETER,
+            step=traced_peak(lambda: self.step(run)),
+            checkpointing=run.train.gradient_checkpointing is True,
+        )
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """One run's estimated peak, in bytes, by part."""
+
+    runtime: int
+    weights: int
+    adapter: int
+    step: int
+    checkpointing: bool
+
+    @property
+    def total(self) -> int:
+        return self.runtime + self.weights + self.adapter + self.step
+
+    def line(self) -> str:
+        on = "on" if self.checkpointing else "off"
+        return (
+            f"estimated peak {_gb(self.total)} (weights {_gb(self.weights)}, adapter and "
+            f"optimizer {_gb(self.adapter)}, a step {_gb(self.step)}, runtime "
+            f"{_gb(self.runtime)}; gradient checkpointing {on})"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "runtime": self.runtime,
+            "weights": self.weights,
+            "adapter": self.adapter,
+            "step": self.step,
+            "checkpointing": self.checkpointing,
+        }
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A run fitted to its cap: the run to train, its estimate, and what the fit changed."""
+
+    run: Any
+    footprint: Footprint
+    changed: list[str] = field(default_factory=list)  # "gradient checkpointing on", ...
+
+    def line(self) -> str:
+        said = self.footprint.line()
+        if self.changed:
+            said += f"; to fit the cap: {', '.join(self.changed)}"
+        return said
+
+
+class DoesNotFit(ValueError):
+    """No setting the fit may choose brings the run under its cap."""
+
+
+def fit(
+    run,
+    cap: int,
+    estimate: Callable[[Any], Footprint],
+    knobs: tuple[tuple[str, tuple[int, ...]], ...] = (),
+) -> Fitted:
+    """The run with gradient checkpointing resolved, fitted under `cap` bytes.
+
+    `estimate(run)` gives a run's footprint; `knobs` are the train settings the fit may lower,
+    in order, each with the values it tries from the largest down (values not below the run's
+    own are skipped). Only `"auto"` is fitted: a run that says `true` or `false` is estimated
+    as it is, and refused if over the cap."""
+    asked = run.train.gradient_checkpointing
+    if asked != "auto":
+        fixed = _with(run, gradient_checkpointing=bool(asked))
+        footprint = estimate(fixed)
+        if footprint.total > cap:
+            raise DoesNotFit(_refusal(footprint, cap, "", fixed))
+        return Fitted(fixed, footprint)
+    plain = _with(run, gradient_checkpointing=False)
+    footprint = estimate(plain)
+    if footprint.total <= cap:
+        return Fitted(plain, footprint)
+    current = _with(run, gradient_checkpointing=True)
+    changed = ["gradient checkpointing on"]
+    footprint = estimate(current)
+    for name, values in knobs:
+        if footprint.total <= cap:
+            break
+        own = getattr(current.train, name)
+        for value in (v for v in values if v < own):
+            trial = _with(current, **{name: value})
+            trial_footprint = estimate(trial)
+            current, footprint = trial, trial_footprint
+            if trial_footprint.total <= cap:
+                break
+        if getattr(current.train, name) != own:
+            changed.append(f"train.{name} {own} → {getattr(current.train, name)}")
+    if footprint.total > cap:
+        raise DoesNotFit(_refusal(estimate(plain), cap, ", ".join(changed), current, footprint))
+    return Fitted(current, footprint, changed)
+
+
+def _refusal(asked: Footprint, cap: int, tried: str, smallest, smallest_fp=None) -> str:
+    said = f"does not fit: {asked.line()} against a cap of {_gb(cap)} (train.cap)"
+    if smallest_fp is not None:
+        said += f"; even with {tried}: {_gb(smallest_fp.total)}"
+    return said
+
+
+def _with(run, **train) -> Any:
+    return replace(run, train=replace(run.train, **train))
+
+
+def _gb(n: int) -> str:
+    return f"{n / GB:.2f} GB"
