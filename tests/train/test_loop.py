@@ -188,6 +188,34 @@ def test_a_run_past_its_memory_cap_stops_at_once_with_its_files_and_state(tmp_pa
     assert any(line.endswith("adapter files and state kept") for line in lines)
 
 
+@dataclass
+class RunsOutOfMemory(Fake):
+    """A trainer whose step `at` raises what CUDA's allocator raises when the card is full."""
+
+    at: int = 0
+
+    def step(self) -> StepReport:
+        if self.steps_taken + 1 == self.at:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return super().step()
+
+
+def test_a_step_out_of_device_memory_ends_the_run_as_the_cap_does(tmp_path):
+    lines: list[str] = []
+    trainer = RunsOutOfMemory(run_config(steps=50, checkpoint_every=3), tmp_path, at=5)
+    result = loop.train(trainer, tmp_path, log=lines.append, progress=io.StringIO())
+    assert result.steps == 4 and trainer.value > 0  # four steps trained and kept
+    assert result.extra["stopped"].startswith(
+        "stopped at step 4 of 50: step 5 ran out of device memory"
+    )
+    assert "train.gradient_checkpointing = true" in result.extra["stopped"]
+    # The state of the last finished step, from which a run asked again continues.
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == ["step=3", "step=4"]
+    assert Path(result.best_path).exists() and Path(result.last_path).exists()
+    assert [e["reason"] for e in events(tmp_path) if e["event"] == "stopped"] == ["out of memory"]
+    assert lines[-1].endswith("adapter files and state kept")
+
+
 def test_a_step_that_says_stop_ends_the_run_after_it(tmp_path):
     _, result = fit(tmp_path, steps=50, stop_at=4)
     assert result.steps == 4 and result.extra["stopped"] == "stopped at step 4 of 50: enough"

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+import torch
 from tqdm import tqdm
 
 from tunesmith.train import distributed
@@ -131,7 +132,13 @@ def train(
     try:
         while run.step < steps:
             tick = time.perf_counter()
-            report = trainer.step()
+            try:
+                report = trainer.step()
+            except torch.cuda.OutOfMemoryError:
+                # The step did not finish: the adapter is as the last step left it (an update
+                # happens after the backward that runs out). Kept as the cap keeps it.
+                stopped = _out_of_memory(run, steps, events, log)
+                break
             if not math.isfinite(report.loss):
                 kept = run.checkpoints[-1] if run.checkpoints else run.best["path"]
                 raise TrainingError(
@@ -158,7 +165,7 @@ def train(
             if main and (run.step % cfg.checkpoint_every == 0 or end):
                 run.checkpoint(events)
             if over or report.stop:
-                why = f"{over} (train.cap)" if over else report.stop
+                why = f"{over} (train.cap); {TO_FIT}" if over else report.stop
                 stopped = f"stopped at step {run.step} of {steps}: {why}"
                 log(f"{name}: {stopped}; adapter files and state kept")
                 events.event("stopped", step=run.step, reason=over or report.stop)
@@ -218,6 +225,28 @@ def _last(run: _Run) -> Path:
         trainer.remove_adapter(last)
         return Path(run.best["path"])
     return trainer.write_adapter(last, step, epoch, run.history[-1]["loss"])
+
+
+TO_FIT = (
+    "to fit: train.gradient_checkpointing = true, a shorter crop or a smaller batch, or a "
+    "higher train.cap"
+)
+
+
+def _out_of_memory(run: _Run, steps: int, events: History, log: Callable[[str], None]) -> str:
+    """End a run whose step ran out of device memory, as the cap ends one: the state of the
+    last finished step saved (where it was not already), the best adapter kept, one line."""
+    torch.cuda.empty_cache()
+    main = distributed.rank_and_world()[0] == 0
+    if main and run.step and run.step % run.trainer.run.train.checkpoint_every:
+        run.checkpoint(events)
+    stopped = (
+        f"stopped at step {run.step} of {steps}: step {run.step + 1} ran out of device memory "
+        f"(torch.cuda.OutOfMemoryError); {TO_FIT}"
+    )
+    log(f"{run.trainer.run.name}: {stopped}; adapter files and state kept")
+    events.event("stopped", step=run.step, reason="out of memory")
+    return stopped
 
 
 def _postfix(report) -> dict[str, float]:
