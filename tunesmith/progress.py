@@ -63,12 +63,15 @@ def work(label: str, total: int) -> Iterator[Callable[[int], None]]:
 
 
 @contextmanager
-def training(run: str, events: Path, steps: int | None) -> Iterator[None]:
+def training(run: str, events: Path, steps: int | None, note: str = "") -> Iterator[None]:
     """While the body trains `run` (a process appending to `events`), its steps are shown.
-    `steps` None: the trainer sets its horizon (in epochs), read from its first step event."""
+    `steps` None: the trainer sets its horizon (in epochs), read from its first step event.
+    `note`: a line said first (the run's memory estimate)."""
     if _display is None:
         yield
         return
+    if note:
+        _display.say(f"  training {run}: {note}")
     watch = _Watch(_display, run, events, steps)
     watch.start()
     try:

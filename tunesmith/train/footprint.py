@@ -215,10 +215,12 @@ class Fitted:
     """A run fitted to its cap: the run to train, its estimate, and what the fit changed."""
 
     run: Any
-    footprint: Footprint
+    footprint: Footprint | None  # None: the family does not estimate
     changed: list[str] = field(default_factory=list)  # "gradient checkpointing on", ...
 
     def line(self) -> str:
+        if self.footprint is None:
+            return ""
         said = self.footprint.line()
         if self.changed:
             said += f"; to fit the cap: {', '.join(self.changed)}"
@@ -233,20 +235,20 @@ def fit(
     run,
     cap: int,
     estimate: Callable[[Any], Footprint],
-    knobs: tuple[tuple[str, tuple[int, ...]], ...] = (),
+    knobs: Callable[[], tuple[tuple[str, tuple[int, ...]], ...]] = tuple,
 ) -> Fitted:
     """The run with gradient checkpointing resolved, fitted under `cap` bytes.
 
-    `estimate(run)` gives a run's footprint; `knobs` are the train settings the fit may lower,
+    `estimate(run)` gives a run's footprint; `knobs()` the train settings the fit may lower,
     in order, each with the values it tries from the largest down (values not below the run's
-    own are skipped). Only `"auto"` is fitted: a run that says `true` or `false` is estimated
-    as it is, and refused if over the cap."""
+    own are skipped; asked for only when checkpointing alone does not fit). Only `"auto"` is
+    fitted: a run that says `true` or `false` is estimated as it is, and refused if over."""
     asked = run.train.gradient_checkpointing
     if asked != "auto":
         fixed = _with(run, gradient_checkpointing=bool(asked))
         footprint = estimate(fixed)
         if footprint.total > cap:
-            raise DoesNotFit(_refusal(footprint, cap, "", fixed))
+            raise DoesNotFit(_refusal(footprint, cap))
         return Fitted(fixed, footprint)
     plain = _with(run, gradient_checkpointing=False)
     footprint = estimate(plain)
@@ -255,7 +257,7 @@ def fit(
     current = _with(run, gradient_checkpointing=True)
     changed = ["gradient checkpointing on"]
     footprint = estimate(current)
-    for name, values in knobs:
+    for name, values in knobs() if footprint.total > cap else ():
         if footprint.total <= cap:
             break
         own = getattr(current.train, name)
@@ -268,15 +270,18 @@ def fit(
         if getattr(current.train, name) != own:
             changed.append(f"train.{name} {own} → {getattr(current.train, name)}")
     if footprint.total > cap:
-        raise DoesNotFit(_refusal(estimate(plain), cap, ", ".join(changed), current, footprint))
+        raise DoesNotFit(_refusal(estimate(plain), cap, ", ".join(changed), footprint))
     return Fitted(current, footprint, changed)
 
 
-def _refusal(asked: Footprint, cap: int, tried: str, smallest, smallest_fp=None) -> str:
-    said = f"does not fit: {asked.line()} against a cap of {_gb(cap)} (train.cap)"
-    if smallest_fp is not None:
-        said += f"; even with {tried}: {_gb(smallest_fp.total)}"
-    return said
+def _refusal(asked: Footprint, cap: int, tried: str = "", smallest: Footprint | None = None) -> str:
+    said = f"does not fit its memory: {asked.line()} against a cap of {_gb(cap)} (train.cap)"
+    if smallest is None:  # checkpointing was set by hand: the fit was not allowed to try
+        return said + '; train.gradient_checkpointing = "auto" lets the run fit itself'
+    return (
+        f"{said}; the smallest setting the fit may choose ({tried}) needs {_gb(smallest.total)}: "
+        "a cap that high, a lower adapter rank or a smaller base model would fit"
+    )
 
 
 def _with(run, **train) -> Any:
@@ -285,3 +290,57 @@ def _with(run, **train) -> Any:
 
 def _gb(n: int) -> str:
     return f"{n / GB:.2f} GB"
+
+
+def fit_run(run, base_model, placement, base_fingerprint: str, cache) -> Fitted:
+    """`fit` for a run of the adapters stage: its family's `MemoryModel` of `base_model` at the
+    placement's dtype, the cap where it trains (`train.cap`, or three quarters of the
+    device's memory). A family without one is not fitted ("auto" reads as off).
+
+    A footprint depends only on the run's settings, the base model and the dtype, so each is
+    traced once and kept in `cache` (a JSON file); the runtime is this process's."""
+    from functools import cache as once
+
+    from tunesmith import family as families
+    from tunesmith.family import Family
+    from tunesmith.store import content_key
+    from tunesmith.store.atomic import atomic_write_json
+    from tunesmith.train.config import computed
+    from tunesmith.train.memory import MemoryCap
+
+    family = families.get(run.family)
+    if type(family).memory is Family.memory:  # the family does not estimate
+        return Fitted(
+            _with(run, gradient_checkpointing=run.train.gradient_checkpointing is True), None
+        )
+    device = placement.device if placement.backend == "torch" else "cpu"
+    cap = MemoryCap(run.train.cap, device)
+    runtime = 0 if cap.cuda else process_bytes()
+    model = once(lambda: family.memory(run, base_model, getattr(torch, placement.dtype)))
+    saved = _read_json(cache)
+    before = dict(saved)
+
+    def estimate(trial) -> Footprint:
+        settings = computed(replace(trial, train=replace(trial.train, steps=0), demos=()))
+        on = trial.train.gradient_checkpointing
+        key = content_key(settings=settings, on=on, base=base_fingerprint, dtype=placement.dtype)
+        if key not in saved:
+            parts = model().estimate(trial).as_dict()
+            saved[key] = {k: parts[k] for k in ("weights", "adapter", "step")}
+        return Footprint(runtime=runtime, checkpointing=on is True, **saved[key])
+
+    try:
+        return fit(run, cap.limit, estimate, lambda: model().knobs)
+    finally:
+        if saved != before:
+            atomic_write_json(cache, saved)
+
+
+def _read_json(path) -> dict:
+    import json
+    from pathlib import Path
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
