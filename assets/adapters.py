@@ -89,6 +89,8 @@ def adapters(
             skipped.append(Skipped(f"run {run.name}", str(exc)))
             continue
         keys.append(plan.key)
+        if memory := plan.fitted.line():
+            context.log.info(f"{run.name}: {memory}")
         why = engine.why(plan, last_build.get(run.name))
         if why:
             context.log.info(f"{run.name}: {why}")
@@ -114,7 +116,9 @@ def adapters(
                 "validation_note": result["validation_note"],
                 "stopped": stopped,
                 "why": why,
-                "settings": family.trained_settings(run),
+                "settings": family.trained_settings(plan.run),
+                "memory": plan.fitted.footprint.as_dict() if plan.fitted.footprint else {},
+                "fitted": plan.fitted.changed,
                 "files": [
                     {"tool": tool, "path": str(path)}
                     for tool, path in family.files_for_tools(run, Path(result["best_path"]))
@@ -161,7 +165,7 @@ def _train(context, plan: engine.RunPlan, placement, manifest_version: str) -> N
         error_path = Path(folder) / "error.json"
         extras["error_path"] = str(error_path)
         events, steps = plan.run_dir / "events.jsonl", plan.run.train.steps
-        with progress.training(plan.run.name, events, steps):
+        with progress.training(plan.run.name, events, steps, plan.fitted.line()):
             _run_child(context, plan, extras, error_path)
 
 

@@ -33,6 +33,7 @@ from tunesmith.store import bytes_on_disk, content_key
 from tunesmith.store.atomic import write_if_changed
 from tunesmith.store.fingerprints import model_fingerprint
 from tunesmith.train.config import RunConfig, computed, world_size
+from tunesmith.train.footprint import Fitted, fit_run
 
 STAGE_VERSION = 1
 RUN_FOLDER = re.compile(r"(?P<run>.+)-[0-9a-f]{10}")  # <run>-<the first 10 of its key>
@@ -47,6 +48,7 @@ class RunPlan:
     base_fingerprint: str
     items: pd.DataFrame  # the encoded rows this run trains on
     inputs: dict[str, Any] = field(default_factory=dict)  # what the key covers, readable
+    fitted: Fitted | None = None  # its memory estimate and what the fit chose
 
     @property
     def result_path(self) -> Path:
@@ -105,6 +107,10 @@ def plan(
     items = encoded[mine].dropna(axis=1, how="all").sort_values("path")  # this family's columns
     fingerprint = model_fingerprint(base_model, fingerprint_cache)
     inputs = family.other_models(run, base_model, fingerprint_cache, items)  # ValueError: skip
+    # Fitted to the memory where it trains before its key is made: a crop the fit shortens
+    # trains other numbers, so into another folder (DoesNotFit, a ValueError: skip).
+    fitted = fit_run(run, base_model, placement, fingerprint, footprints(fingerprint_cache))
+    run = fitted.run
     # The step count and the demos do not change what is trained up to a step.
     without_steps = replace(run, train=replace(run.train, steps=0), demos=())
     rows = items.to_dict("records")
@@ -126,7 +132,12 @@ def plan(
         "placement": placement.as_dict(),
         "other_models": inputs or {},
     }
-    return RunPlan(run, base_model, run_dir, key, fingerprint, items, readable)
+    return RunPlan(run, base_model, run_dir, key, fingerprint, items, readable, fitted)
+
+
+def footprints(fingerprint_cache: Path) -> Path:
+    """Where the traced footprints are kept: beside the base models' fingerprints."""
+    return Path(fingerprint_cache).with_name("footprints.json")
 
 
 def kept(plan: RunPlan) -> str:
