@@ -125,10 +125,45 @@ def check(names: list[str]) -> int:
     for key, folder in _select(names).items():
         print(f"== {key} ({folder})")
         found = preflight(folder, roots.models)
-        for line in [*found.fine, *(f"warning: {w}" for w in found.warnings), *found.problems]:
+        fits, refused = memory_estimates(folder, roots, found) if not found.stops else ([], [])
+        lines = [*found.fine, *fits, *(f"warning: {w}" for w in found.warnings)]
+        for line in [*lines, *found.problems, *refused]:
             print(_indented(line))
-        failed += bool(found.problems)
+        failed += bool(found.problems or refused)
     return 1 if failed else 0
+
+
+def memory_estimates(folder: Path, roots: Roots, found) -> tuple[list[str], list[str]]:
+    """Each good run's memory estimate where it would train, as the adapters stage fits it:
+    a line per run that fits, and a line per run that does not (a problem)."""
+    from resources.compute import ComputeResource  # Dagster and torch: only `check` needs them
+    from tunesmith import family as families
+    from tunesmith.store.fingerprints import model_fingerprint
+    from tunesmith.train.config import base_model_folder, load_plan, media_kind
+    from tunesmith.train.footprint import DoesNotFit, fit_run
+    from tunesmith.train.preflight import media_counts
+    from tunesmith.train.stage import footprints
+
+    counts = media_counts(folder)
+    runs = load_plan(folder).with_default(media_kind([k for k, n in counts.items() if n])).runs
+    cache = roots.store / "fingerprints.json"
+    fits, refused = [], []
+    for run in (r for r in runs if r.name not in found.bad_runs):
+        family = families.get(run.family)
+        placement = ComputeResource().placement(
+            "adapters", run.family, family.backends_for("adapters")
+        )
+        base = base_model_folder(run, roots.models)
+        try:
+            fitted = fit_run(
+                run, base, placement, model_fingerprint(base, cache), footprints(cache)
+            )
+        except DoesNotFit as exc:
+            refused.append(f"run {run.name}: {exc}")
+            continue
+        if line := fitted.line():
+            fits.append(f"run {run.name}: {line} on {placement}")
+    return fits, refused
 
 
 GRACE_SECONDS = 20.0  # how long a signalled build may take to close its run before a kill
