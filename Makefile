@@ -10,7 +10,7 @@ export TUNESMITH_OUT ?= $(CURDIR)/data/out
 export TUNESMITH_STORE ?= $(CURDIR)/data/store
 export TUNESMITH_MODELS ?= $(CURDIR)/data/models
 
-.PHONY: demo test test-fast ui lint bench clean
+.PHONY: demo test test-fast ui lint bench bench-real clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/encode_batch.py
 	$(BIN)/python bench/render.py
 	$(BIN)/python bench/scale.py --sizes 200
+
+# Every family at its published size, in bfloat16 on this machine: the estimate against the
+# measured peak, our step against a bare loop's (docs/performance.md, "Full size").
+bench-real: $(STAMP)
+	$(BIN)/python bench/real_size.py --json data/real_size.json
 
 clean:
 	rm -rf data/out data/store data/dagster_home

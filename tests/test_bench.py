@@ -24,6 +24,7 @@ SHORT = {
     "encode_batch.py": ["--quick"],
     "render.py": ["--quick"],
     "scale.py": ["--quick"],
+    "real_size.py": ["--reduced"],  # every family's rows at a small width (make bench-real)
 }
 
 
