@@ -14,6 +14,8 @@ data.py      training items, crops, the epoch order, the fixed validation draws
 trainer.py   one run as a trainer of the one loop: adapters, optimizer, schedule, state
 files.py     the PEFT folders (own names, diffusers' twin; LoKr's LyCORIS file); their check
 sample.py    renders and training samples through AceStepPipeline
+full_size.py the release's config.json of every component; the real classes built from them
+memory.py    a run's peak memory, estimated on the meta device before it trains
 
 The planner LM is the `ace-step-planner` family (`tunesmith/families/ace_step_planner/`); its
 runs train on this family's encoded rows. The conventions and their sources:
@@ -70,6 +72,11 @@ class AceStep(Family):
         from tunesmith.families.ace_step.trainer import AceStepTrainer
 
         return AceStepTrainer
+
+    def memory(self, run, base_model: Path, dtype):
+        from tunesmith.families.ace_step.memory import memory
+
+        return memory(run, base_model, dtype)
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):
         from tunesmith.families.ace_step.sample import Renderer

@@ -9,6 +9,11 @@ AdamW: `tunesmith.train.optimizers`) at the warmup-cosine schedule's lr (lr(0) =
 schedule moves on. The reported loss is the window's weighted mean; at the end of an epoch its
 mean over the epoch joins the 5-epoch moving average the target loss is tested on.
 
+With `train.gradient_checkpointing = true` the DiT recomputes each of its blocks in the
+backward pass (diffusers' own `enable_gradient_checkpointing`, `torch.utils.checkpoint` without
+reentrancy, around every `AceStepTransformerBlock`): the activations kept through a step are
+the blocks' inputs, and the gradients are the same.
+
 Random sources, each seeded from the run's seed and saved with the state: the training
 generator (crops, levels, dropout, noise), the order generator (the passes) and the adapters'
 initial factors (drawn once under the seed, then part of the state). Validation and samples
@@ -63,6 +68,30 @@ def target_modules(transformer, attention: str, target_mlp: bool) -> list[str]:
     ]
 
 
+def attach(transformer, adapter, seed: int) -> list[str]:
+    """Wrap the DiT's targets (`target_modules`) in the run's LoRA or LoKr, the initial factors
+    drawn under `seed` (the same every time); returns the targets. A LoKr factor that does not
+    split a target for both PEFT and LyCORIS is a ConfigError naming each such layer."""
+    targets = target_modules(transformer, adapter.attention, adapter.target_mlp)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if adapter.type == "lokr":
+            layers = {
+                n: (m.out_features, m.in_features)
+                for n, m in transformer.named_modules()
+                if n in targets
+            }
+            found = lokr_factor_problems(layers, adapter.factor)
+            if found:
+                raise ConfigError("; ".join(found))
+            torch_lokr.attach(
+                transformer, targets, adapter.rank, adapter.scale_alpha, adapter.factor
+            )
+        else:
+            torch_lora.attach(transformer, targets, adapter.rank, adapter.scale_alpha, "lora")
+    return targets
+
+
 class AceStepTrainer:
     """One ACE-Step run on PyTorch (module docstring)."""
 
@@ -80,10 +109,9 @@ class AceStepTrainer:
         self.silence = self.pipe.condition_encoder.silence_latent.detach().float().cpu()
         self.null = self.pipe.condition_encoder.null_condition_emb.detach()
         self.mu, self.sigma = _timestep_law(base_model, cfg)
-        self.targets = target_modules(
-            self.transformer, run.adapter.attention, run.adapter.target_mlp
-        )
-        self._attach(run.adapter, cfg.seed)
+        self.targets = attach(self.transformer, run.adapter, cfg.seed)
+        if cfg.gradient_checkpointing is True:  # "auto" is resolved before the trainer is built
+            self.transformer.enable_gradient_checkpointing()
         self.named = self._named_parameters()
         self.params = [p for _, p in self.named]
         self.optimizer, self.split = self._optimizer(cfg)
@@ -131,30 +159,6 @@ class AceStepTrainer:
         if not items:
             raise ConfigError("no encoded songs to train on")
         return items
-
-    def _attach(self, adapter, seed: int) -> None:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)  # the adapters' initial factors: the same every time
-            if adapter.type == "lokr":
-                layers = {
-                    n: (m.out_features, m.in_features)
-                    for n, m in self.transformer.named_modules()
-                    if n in self.targets
-                }
-                found = lokr_factor_problems(layers, adapter.factor)
-                if found:
-                    raise ConfigError("; ".join(found))
-                torch_lokr.attach(
-                    self.transformer,
-                    self.targets,
-                    adapter.rank,
-                    adapter.scale_alpha,
-                    adapter.factor,
-                )
-            else:
-                torch_lora.attach(
-                    self.transformer, self.targets, adapter.rank, adapter.scale_alpha, "lora"
-                )
 
     def _named_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
         if self.run.adapter.type == "lokr":
