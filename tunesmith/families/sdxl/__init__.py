@@ -6,9 +6,11 @@ encoded.py      stage `encoded`: per picture its posterior, per distinct caption
 objective.py    the LoRA objective: the UNet with adapters, its loss, the validation loss
 trainer.py      one run as a trainer of the one loop: passes, holdout, files, state
 files.py        the PEFT and kohya files, and their check
+memory.py       what a run holds at its peak, estimated on the meta device before it trains
 kohya_names.py  kohya's (Stability's) UNet module names for the kohya file
 sample.py       renders and training samples: the pipeline with an adapter
 tiny.py         a tiny SDXL from the real classes
+full_size.py    the published configs, the real classes built from them, a random-weight folder
 
 The conventions and their sources: docs/conventions/sdxl.md.
 """
@@ -64,6 +66,11 @@ class Sdxl(Family):
         from tunesmith.families.sdxl.sample import Renderer
 
         return Renderer(base_model, placement, run.train.size, adapter)
+
+    def memory(self, run, base_model: Path, dtype):
+        from tunesmith.families.sdxl.memory import memory
+
+        return memory(run, base_model, dtype)
 
     def picture_size(self, run) -> int:
         return run.train.size  # renders at the size it trains at

@@ -15,7 +15,8 @@ differs (`tunesmith.train.trainer.PeftNames`); the cadence is the loop's
 Three random sources, all seeded from the run's seed and saved with the state: the order
 generator (the passes), the training generator (t, ε₁, ε) and the adapters' initial A (drawn
 once, then part of the state). Validation and samples draw from none of them. Captions are
-used as written.
+used as written. With `train.gradient_checkpointing = true` the UNet recomputes its blocks in
+the backward pass (`SdxlLora`); anything else trains without (the fit resolved "auto").
 
 On several processes (`train.devices`, `tunesmith.train.distributed`) every rank draws the
 global batch and its t, ε₁ and ε as above, keeps pictures `rank::world`, and DDP over the
@@ -116,6 +117,7 @@ class SdxlTrainer:
             run.adapter.rank,
             run.adapter.scale_alpha,
             cfg.seed,
+            checkpointing=cfg.gradient_checkpointing is True,  # "auto" was resolved before
         )
         self.train = split.train
         self.validation = ValidationSet.make(split.validation, seed=cfg.seed + 1)

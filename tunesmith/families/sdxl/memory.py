@@ -1,0 +1,101 @@
+"""What an SDXL run holds at its peak, for the estimate before it trains
+(`tunesmith.train.footprint`).
+
+The trainer loads the whole pipeline (the UNet, the VAE and both text encoders, which the
+demos' samples need) at the placement's dtype and trains `SdxlLora` on the UNet; its step runs
+the UNet alone on stored posteriors and caption encodings. Here each of the four is built on
+`meta` from the base model's own `config.json` files (`full_size.build`), the adapter attached
+by `SdxlLora` itself with the run's rank, alpha and checkpointing, and the step is the
+trainer's: `SdxlLora.squared_error` (the loss as a sum in half precision, the mean in float32,
+as `SdxlLora.backward`) and `backward()`, on `meta` tensors of the run's shapes: its batch
+(this process's share where the run trains on several), latents of `train.size` over the VAE's
+downsampling, the caption's 77 token encodings and the pooled one.
+
+Not counted: DDP's gradient buckets on several processes (the adapter's size again) and the
+demos' renders at validation (`footprint` says so for every family).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from tunesmith.families.sdxl import full_size
+from tunesmith.families.sdxl.objective import Picture, SdxlLora
+from tunesmith.train.config import world_size
+from tunesmith.train.footprint import MemoryModel
+
+# What the fit may lower when a run does not fit: its batch, down to one picture. Never
+# train.size: it is the side the user's pictures are trained and rendered at.
+KNOBS = (("batch_size", (64, 32, 16, 8, 4, 2, 1)),)
+FROZEN = ("vae", "text_encoder", "text_encoder_2")  # loaded for the samples, never trained
+
+
+def memory(run, base_model: Path, dtype: torch.dtype) -> MemoryModel:
+    """The `MemoryModel` of `run` on the base model folder `base_model` at `dtype`."""
+    return memory_of(full_size.folder_configs(base_model), run, dtype)
+
+
+def memory_of(configs: dict[str, dict], run, dtype: torch.dtype) -> MemoryModel:
+    """`memory` from the configs themselves (keyed as `full_size.CONFIGS`)."""
+    parts = {name: full_size.build(configs[name], "meta", dtype) for name in full_size.COMPONENTS}
+    for name in FROZEN:
+        parts[name].requires_grad_(False)
+    lora = SdxlLora(
+        parts["unet"],
+        full_size.build_scheduler(configs["scheduler"]),
+        configs["vae"]["scaling_factor"],
+        run.adapter.rank,
+        run.adapter.scale_alpha,
+        run.train.seed,
+        checkpointing=run.train.gradient_checkpointing is True,
+    )
+    shapes = _Shapes(configs)
+    return MemoryModel(parts, lambda trial: _step(lora, shapes, trial), KNOBS)
+
+
+class _Shapes:
+    """What of the configs a step's tensors are shaped by."""
+
+    def __init__(self, configs: dict[str, dict]) -> None:
+        vae = configs["vae"]
+        self.downsampling = 2 ** (len(vae["block_out_channels"]) - 1)
+        self.channels = int(vae["latent_channels"])
+        self.tokens = int(configs["text_encoder"]["max_position_embeddings"])
+        self.text = int(configs["unet"]["cross_attention_dim"])
+        self.pooled = int(configs["text_encoder_2"]["projection_dim"])
+
+
+def _step(lora: SdxlLora, shapes: _Shapes, run) -> None:
+    """One training step's forward, loss and backward on `meta`, as `SdxlLora.backward`."""
+    unet = lora.unet
+    if run.train.gradient_checkpointing is True:
+        unet.enable_gradient_checkpointing()
+    else:
+        unet.disable_gradient_checkpointing()
+    for p in lora.parameters():  # the optimizer's zero_grad(set_to_none=True)
+        p.grad = None
+    batch = -(-run.train.batch_size // world_size(run.train))  # rank 0's share, the largest
+    side = run.train.size // shapes.downsampling
+    latent = (shapes.channels, side, side)
+
+    def meta(*shape: int) -> torch.Tensor:
+        return torch.empty(shape, device="meta")  # float32, as the stored ones
+
+    pictures = [
+        Picture(
+            meta(*latent),
+            meta(*latent),
+            meta(shapes.tokens, shapes.text),
+            meta(shapes.pooled),
+            meta(6),
+        )
+        for _ in range(batch)
+    ]
+    t = torch.zeros(batch, dtype=torch.long, device="meta")
+    eps1, noise = meta(batch, *latent), meta(batch, *latent)
+    if lora.half:
+        lora.squared_error(pictures, t, eps1, noise).backward()
+    else:
+        lora.loss(pictures, t, eps1, noise).backward()
