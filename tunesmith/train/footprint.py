@@ -2,8 +2,8 @@
 
 The estimate is the sum of what a training process holds at the peak of a step:
 
-- `runtime`: the process before any model (Python, torch and the libraries): the resident set
-  of the process that estimates, which has imported them;
+- `runtime`: the process before any model: a fresh Python's resident set once it has
+  imported torch and the model libraries (measured once per interpreter; 0 on a GPU);
 - `weights`: every component the trainer loads, at the placement's dtype;
 - `adapter`: the trained parameters in float32 with their gradients and the optimizer's state
   (AdamW's two moments; tunesmith's trainers keep the factors in float32 whatever the base);
@@ -11,14 +11,15 @@ The estimate is the sum of what a training process holds at the peak of a step:
   `meta` device (`traced_peak`): autograd's saved activations, the backward's gradients, the
   recomputation of a checkpointed block. The family runs its own step there (`Family.memory`),
   on the base model's architecture as its `config.json` files state it, at the run's crop or
-  size and batch, so no weights are read and a billion-parameter model traces in seconds.
+  size and batch, so no weights are read and a billion-parameter model traces in seconds;
+- or `render` where it is larger: the demos rendered at validation (a guided denoiser call,
+  the VAE's decode at the demo's length or size), traced the same way without gradients.
 
 Attention is counted as the fused kernels compute it (the CPU's flash kernel and CUDA's keep
 the query, key, value, output and the log-sum-exp, never the score matrix): on `meta`, torch
 would otherwise decompose it into its math form, whose score matrices a real step never holds.
-What the trace cannot see: a kernel's private scratch, the allocator's fragmentation and what
-the demos' rendering needs at validation; `docs/performance.md` has the estimate against
-measured peaks at full size.
+What the trace cannot see: a kernel's private scratch and the allocator's fragmentation;
+`docs/performance.md` has the estimate against measured peaks at full size.
 
 `fit(run, cap, estimate, knobs)` with `train.gradient_checkpointing = "auto"`: the run as
 asked if its estimate is under the cap; else checkpointing on; else the family's knobs lowered
@@ -142,10 +143,35 @@ def trainable_parameters(module: torch.nn.Module) -> int:
 
 
 def process_bytes() -> int:
-    """This process's resident set now: the runtime a training process starts from."""
+    """This process's resident set now."""
     import psutil
 
     return psutil.Process().memory_info().rss
+
+
+# What a training process imports before it loads a model: its entry point where installed
+# (pipelines.train_child, with pandas and Dagster Pipes), and the model libraries.
+RUNTIME_IMPORTS = ("torch", "diffusers", "transformers", "peft", "pipelines.train_child")
+
+
+def runtime_bytes(cache: dict) -> int:
+    """What a training process holds before it loads a model: a fresh Python that has
+    imported what the training process imports, measured once per interpreter and torch (in
+    `cache`). Not the resident set of the process that asks, which may have loaded models."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    key = f"runtime {sys.executable} torch {torch.__version__}"
+    if key not in cache:
+        found = [n for n in RUNTIME_IMPORTS if importlib.util.find_spec(n.split(".")[0])]
+        imports = "; ".join(f"import {name}" for name in found)
+        probe = f"{imports}; import psutil; print(psutil.Process().memory_info().rss)"
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        )
+        cache[key] = int(done.stdout.split()[-1])
+    return cache[key]
 
 
 @dataclass
@@ -164,6 +190,10 @@ class MemoryModel:
     parts: dict[str, torch.nn.Module]
     step: Callable[[Any], Any]
     knobs: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # `render(run)`: the largest piece of a demo render at validation, without gradients, on
+    # `meta` (a guided denoiser call, the VAE's decode at the demo's length or size); None:
+    # the family's renders hold less than its step.
+    render: Callable[[Any], Any] | None = None
 
     def estimate(self, run, runtime: int = 0) -> Footprint:
         weights = sum(parameter_bytes(p, trainable=False) for p in self.parts.values())
@@ -174,6 +204,7 @@ class MemoryModel:
             adapter=trained * ADAPTER_BYTES_PER_PARAMETER,
             step=traced_peak(lambda: self.step(run)),
             checkpointing=run.train.gradient_checkpointing is True,
+            render=traced_peak(lambda: self.render(run)) if self.render else 0,
         )
 
 
@@ -186,16 +217,19 @@ class Footprint:
     adapter: int
     step: int
     checkpointing: bool
+    render: int = 0  # a demo render's peak at validation (the step's and the render's
+    # tensors are never alive together: the larger counts)
 
     @property
     def total(self) -> int:
-        return self.runtime + self.weights + self.adapter + self.step
+        return self.runtime + self.weights + self.adapter + max(self.step, self.render)
 
     def line(self) -> str:
         on = "on" if self.checkpointing else "off"
+        render = f", a demo render {_gb(self.render)}" if self.render else ""
         return (
             f"estimated peak {_gb(self.total)} (weights {_gb(self.weights)}, adapter and "
-            f"optimizer {_gb(self.adapter)}, a step {_gb(self.step)}, runtime "
+            f"optimizer {_gb(self.adapter)}, a step {_gb(self.step)}{render}, runtime "
             f"{_gb(self.runtime)}; gradient checkpointing {on})"
         )
 
@@ -206,6 +240,7 @@ class Footprint:
             "weights": self.weights,
             "adapter": self.adapter,
             "step": self.step,
+            "render": self.render,
             "checkpointing": self.checkpointing,
         }
 
@@ -298,7 +333,7 @@ def fit_run(run, base_model, placement, base_fingerprint: str, cache) -> Fitted:
     device's memory). A family without one is not fitted ("auto" reads as off).
 
     A footprint depends only on the run's settings, the base model and the dtype, so each is
-    traced once and kept in `cache` (a JSON file); the runtime is this process's."""
+    traced once and kept in `cache` (a JSON file), with the runtime."""
     from functools import cache as once
 
     from tunesmith import family as families
@@ -315,10 +350,10 @@ def fit_run(run, base_model, placement, base_fingerprint: str, cache) -> Fitted:
         )
     device = placement.device if placement.backend == "torch" else "cpu"
     cap = MemoryCap(run.train.cap, device)
-    runtime = 0 if cap.cuda else process_bytes()
-    model = once(lambda: family.memory(run, base_model, getattr(torch, placement.dtype)))
     saved = _read_json(cache)
     before = dict(saved)
+    runtime = 0 if cap.cuda else runtime_bytes(saved)
+    model = once(lambda: family.memory(run, base_model, getattr(torch, placement.dtype)))
 
     def estimate(trial) -> Footprint:
         settings = computed(replace(trial, train=replace(trial.train, steps=0), demos=()))
@@ -326,7 +361,7 @@ def fit_run(run, base_model, placement, base_fingerprint: str, cache) -> Fitted:
         key = content_key(settings=settings, on=on, base=base_fingerprint, dtype=placement.dtype)
         if key not in saved:
             parts = model().estimate(trial).as_dict()
-            saved[key] = {k: parts[k] for k in ("weights", "adapter", "step")}
+            saved[key] = {k: parts[k] for k in ("weights", "adapter", "step", "render")}
         return Footprint(runtime=runtime, checkpointing=on is True, **saved[key])
 
     try:
