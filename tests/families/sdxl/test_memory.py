@@ -1,10 +1,12 @@
 """SDXL's memory estimate on the tiny base model: it is built from the folder's configs on meta
 as the trainer loads it (the four components' weights, the adapter's factors the only trained
 parameters), its step needs less with gradient checkpointing than without, and it rises with
-the size and the batch (of this process's share when the run trains on several)."""
+the size and the batch (of this process's share when the run trains on several); a demo's
+render at validation is traced as the pipeline runs it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,27 @@ def test_the_estimate_rises_with_the_size_and_the_batch(steps, on):
 
 def test_on_three_processes_each_holds_a_third_of_the_batch(steps):
     assert steps[64, 3, 3, False] == steps[64, 1, 1, False]
+
+
+def render_bytes(model, tiny_sdxl, size=256, demos=True) -> int:
+    run = run_config(tiny_sdxl, size=size)
+    run = run if demos else replace(run, demos=())
+    return traced_peak(lambda: model.render(run))
+
+
+def test_a_demo_render_counts_where_the_run_renders(model, tiny_sdxl):
+    rendered = render_bytes(model, tiny_sdxl)  # the default demos
+    assert rendered > render_bytes(model, tiny_sdxl, size=128) > 0
+    assert render_bytes(model, tiny_sdxl, demos=False) == 0
+
+
+def test_a_float16_vae_decodes_in_float32_as_the_pipeline_does(tiny_sdxl):
+    half = FAMILY.memory(run_config(tiny_sdxl), tiny_sdxl, torch.float16)
+    run = run_config(tiny_sdxl, size=256)
+    upcast = traced_peak(lambda: half.render(run))
+    assert half.parts["vae"].dtype == torch.float16  # as the pipeline leaves it
+    bfloat = FAMILY.memory(run_config(tiny_sdxl), tiny_sdxl, torch.bfloat16)
+    assert upcast > traced_peak(lambda: bfloat.render(run))
 
 
 def test_the_fit_may_lower_the_batch_to_one_never_the_size(model):

@@ -11,8 +11,12 @@ as `SdxlLora.backward`) and `backward()`, on `meta` tensors of the run's shapes:
 (this process's share where the run trains on several), latents of `train.size` over the VAE's
 downsampling, the caption's 77 token encodings and the pooled one.
 
-Not counted: DDP's gradient buckets on several processes (the adapter's size again) and the
-demos' renders at validation (`footprint` says so for every family).
+The demos' renders at validation (`render`) are traced too: at SDXL's sizes the VAE's decode
+of the picture holds more than anything else a render does (1.6 GB at 1024² in bfloat16,
+against 0.3 GB for the guided UNet call), and more than a checkpointed step (0.6 GB), so with
+checkpointing on it is the render that sets the peak.
+
+Not counted: DDP's gradient buckets on several processes (the adapter's size again).
 """
 
 from __future__ import annotations
@@ -52,7 +56,12 @@ def memory_of(configs: dict[str, dict], run, dtype: torch.dtype) -> MemoryModel:
         checkpointing=run.train.gradient_checkpointing is True,
     )
     shapes = _Shapes(configs)
-    return MemoryModel(parts, lambda trial: _step(lora, shapes, trial), KNOBS)
+    return MemoryModel(
+        parts,
+        lambda trial: _step(lora, shapes, trial),
+        KNOBS,
+        render=lambda trial: _render(lora.unet, parts["vae"], shapes, trial),
+    )
 
 
 class _Shapes:
@@ -99,3 +108,38 @@ def _step(lora: SdxlLora, shapes: _Shapes, run) -> None:
         lora.squared_error(pictures, t, eps1, noise).backward()
     else:
         lora.loss(pictures, t, eps1, noise).backward()
+
+
+def _render(unet, vae, shapes: _Shapes, run) -> None:
+    """A demo's render at validation on `meta`, its two largest pieces as
+    `StableDiffusionXLPipeline` runs them (`render_demo`): one UNet call, a batch of two (the
+    prompt and the empty one) where a demo is guided (cfg over 1), and the VAE's decode at
+    `train.size` (in float32 where the VAE is float16 and asks for it, `force_upcast`). The
+    text encoders' one caption holds less than either."""
+    if not run.demos:
+        return
+    guided = any(d.cfg > 1 for d in run.demos) and unet.config.time_cond_proj_dim is None
+    batch = 2 if guided else 1
+    side = run.train.size // shapes.downsampling
+
+    def meta(*shape: int, dtype=unet.dtype) -> torch.Tensor:
+        return torch.empty(shape, device="meta", dtype=dtype)
+
+    with torch.no_grad():
+        unet(
+            meta(batch, shapes.channels, side, side),
+            meta(dtype=torch.float32),
+            encoder_hidden_states=meta(batch, shapes.tokens, shapes.text),
+            added_cond_kwargs={
+                "text_embeds": meta(batch, shapes.pooled),
+                "time_ids": meta(batch, 6),
+            },
+        )
+        upcast = vae.dtype == torch.float16 and vae.config.force_upcast
+        if upcast:
+            vae.to(torch.float32)
+        vae.decode(
+            meta(1, shapes.channels, side, side, dtype=vae.dtype) / vae.config.scaling_factor
+        )
+        if upcast:
+            vae.to(torch.float16)
