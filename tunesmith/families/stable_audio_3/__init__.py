@@ -12,6 +12,8 @@ files.py        the adapter as underfit's file (tunesmith/formats/underfit.py), 
 names.py        underfit's layer names against diffusers', and the fused QKV rows
 sample.py       renders and training samples through the diffusers pipeline
 tiny.py         a tiny Stable Audio 3 from the real classes
+full_size.py    the published models' component configs; the real classes built from them
+memory.py       a run's peak memory, its training step traced on the meta device
 mlx/            the DiT in MLX, its weight conversion, and the MLX trainer
 
 The conventions and their sources: docs/conventions/stable-audio-3.md.
@@ -64,6 +66,11 @@ class StableAudio3(Family):
         from tunesmith.families.stable_audio_3.trainer import TorchTrainer
 
         return TorchTrainer
+
+    def memory(self, run, base_model: Path, dtype):
+        from tunesmith.families.stable_audio_3.memory import memory_model
+
+        return memory_model(run, base_model, dtype)
 
     def trained_settings(self, run) -> dict:
         from tunesmith.families.stable_audio_3.config import DEFAULT_INCLUDE

@@ -55,8 +55,10 @@ def scaled(dtype: torch.dtype) -> bool:
 
 
 def autocast(device: torch.device, dtype: torch.dtype):
-    """fp16 autocast around the forward over a float16 base; nothing otherwise."""
-    if not scaled(dtype):
+    """fp16 autocast around the forward over a float16 base; nothing otherwise, nor on `meta`
+    (the memory estimate's trace, where torch has no autocast: a float16 base computes in
+    float16 there anyway)."""
+    if not scaled(dtype) or device.type == "meta":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.float16)
 

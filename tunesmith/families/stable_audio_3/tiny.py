@@ -73,7 +73,7 @@ TINY_SA3_CONFIG: dict[str, dict] = {
     ),
     "text_encoder": dict(  # T5GemmaModuleConfig of the encoder (and the unused decoder)
         hidden_size=COND_DIM,  # t5gemma-b-b-ul2: 768
-        intermediate_size=64,  # 3072
+        intermediate_size=64,  # 2048 (full_size.T5GEMMA_B)
         num_hidden_layers=2,  # 12
         num_attention_heads=2,  # 12
         num_key_value_heads=1,  # 12

@@ -60,10 +60,18 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 class Objective:
     """The base model with adapters attached, and the loss underfit trains it with."""
 
-    def __init__(self, base_model: Path, run: RunConfig, placement: Placement) -> None:
+    def __init__(self, base_model: Path, run: RunConfig, placement: Placement, pipe=None) -> None:
+        """`pipe`: the pipeline, already built (the memory estimate's, on `meta`); by default
+        loaded from `base_model` at the placement's dtype and device."""
         self.run, self.device = run, torch.device(placement.device)
-        self.pipe = model.load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
+        if pipe is None:
+            pipe = model.load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
+        self.pipe = pipe
         self.pipe.transformer.eval()
+        if run.train.gradient_checkpointing is True:  # "auto" is resolved before a trainer
+            # diffusers' checkpointing of each DiT block (torch.utils.checkpoint, non-reentrant):
+            # the blocks' activations, adapters' included, are recomputed in the backward.
+            self.pipe.transformer.enable_gradient_checkpointing()
         # underfit's model id when this is a published base model, else None (no key written).
         self.underfit_model = published.underfit_model_id(base_model)
         self.scale = 1.0  # pre-encoded latents are unscaled; the SA3 pretransform scale is 1.0

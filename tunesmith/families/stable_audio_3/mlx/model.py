@@ -35,9 +35,14 @@ appended to the prompt tokens, the context the DiT is trained and sampled with.
 Building a module draws its throw-away initial weights from MLX's global random state
 (nn.Linear's init): seed after building, not before, where that state matters.
 
-Not handled: gradient checkpointing and the attention-processor machinery (diffusers'
-`set_attn_processor`); the text encoder and the VAE (torch only: training reads pre-encoded
-files); adapters and training (`tunesmith.adapters.mlx_lora`, `mlx/trainer.py`).
+Gradient checkpointing: with `gradient_checkpointing` set on the DiT, each block runs under
+`mx.checkpoint`, as diffusers' `enable_gradient_checkpointing` runs each of its blocks under
+torch's checkpoint: the block's activations are recomputed in the backward pass (mlx-lm's
+`grad_checkpoint`, per block instance rather than per class).
+
+Not handled: the attention-processor machinery (diffusers' `set_attn_processor`); the text
+encoder and the VAE (torch only: training reads pre-encoded files); adapters and training
+(`tunesmith.adapters.mlx_lora`, `mlx/trainer.py`).
 """
 
 from __future__ import annotations
@@ -307,6 +312,7 @@ class StableAudio3DiT(nn.Module):
             )
             for _ in range(depth)
         ]
+        self.gradient_checkpointing = False  # see the module docstring
 
     def timestep_features(self, timestep: mx.array) -> mx.array:
         """[B] -> [B, timestep_features_dim]: cos | sin of 2π·t·freqs, in float32."""
@@ -377,11 +383,28 @@ class StableAudio3DiT(nn.Module):
             x = mx.concatenate([memory.astype(x.dtype), x], axis=1)
         rope = self.rotary_pos_emb(x.shape[1])
         for block in self.transformer_blocks:
-            x = block(x, context, global_modulation, rope, local_seq, m)
+            if self.gradient_checkpointing:
+                x = _checkpointed(block, x, context, global_modulation, rope, local_seq, m)
+            else:
+                x = block(x, context, global_modulation, rope, local_seq, m)
 
         x = self.proj_out(x[:, m:]).reshape(b, t, c)
         x = self.postprocess_conv(x) + x
         return x.transpose(0, 2, 1)  # Transpose 3 of 3: back to [B, C, T]
+
+
+def _checkpointed(block: DiTBlock, x, context, global_modulation, rope, local_seq, m: int):
+    """`block(...)` under `mx.checkpoint`. The block's trainable parameters (its adapters) are
+    inputs of the checkpointed function, so their gradients flow through the recomputation;
+    its frozen weights are constants of it."""
+
+    def run(params, x, context, global_modulation, rope, local_seq):
+        block.update(params)
+        return block(x, context, global_modulation, rope, local_seq, m)
+
+    return mx.checkpoint(run)(
+        block.trainable_parameters(), x, context, global_modulation, rope, local_seq
+    )
 
 
 class DurationEmbedder(nn.Module):

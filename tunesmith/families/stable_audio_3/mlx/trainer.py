@@ -30,7 +30,10 @@ the ranks (`nn.average_gradients`, one all-reduce) before clipping and the updat
 rank applies the one-process update of the global batch up to float32 rounding, and the loss
 it returns is the global batch's mean. With one process the step is the one above, unchanged.
 
-Not handled: conv adapters (see `mlx_lora`), gradient checkpointing, demos rendered in MLX
+Gradient checkpointing (`train.gradient_checkpointing = true`): each DiT block under
+`mx.checkpoint` (`mlx/model.py`), its activations recomputed in the backward pass.
+
+Not handled: conv adapters (see `mlx_lora`), demos rendered in MLX
 (`render_samples` loads the adapter onto the torch pipeline and renders there), loss scaling
 (MLX has no GradScaler; a float16 MLX placement trains without one, the automatic placement
 picks bfloat16, which needs none).
@@ -212,6 +215,7 @@ class MLXObjective:
         transformer, duration_embedder = mlx_convert.from_diffusers(
             self.pipe.transformer, self.pipe.duration_embedder
         )
+        transformer.gradient_checkpointing = run.train.gradient_checkpointing is True
         self.modules = SA3Modules(transformer, duration_embedder)
         if self.dtype != mx.float32:  # every weight in the placement dtype, as load_pipeline
             self.modules.update(tree_map(lambda a: a.astype(self.dtype), self.modules.parameters()))
