@@ -17,6 +17,8 @@ audition.py        plans with and without an adapter, decoded without the DiT or
 trainer.py         a planner run as a trainer of the one loop on PyTorch (PEFT); its files
 mlx_trainer.py     the same run on MLX (mlx-lm), chosen by placement
 render.py          the renders stage's pure-LM audition pairs, with each plan's details
+full_size.py       the three releases' config.json, the planner built from them, a folder of it
+memory.py          a run's training step on `meta`, for the estimate of its peak memory
 
 The conventions and their sources: docs/conventions/ace-step-planner.md.
 """
@@ -83,6 +85,14 @@ class AceStepPlanner(Family):
             if not rows_with_codes(rows)[0]:
                 raise ValueError(no_codes_message(run.name, len(rows), len(rows)))
         return {"planner": fingerprint}
+
+    def memory(self, run, base_model: Path, dtype, items=None):
+        """The planner on `meta` with the run's LoRA, and its step at the length of the run's
+        longest song: of `items` (its encoded rows) when given, else of the longest song
+        ACE-Step 1.5 makes (memory.py); no knobs."""
+        from tunesmith.families.ace_step_planner.memory import memory
+
+        return memory(run, base_model, dtype, items)
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):
         from tunesmith.families.ace_step_planner.render import PlannerRenderer

@@ -13,6 +13,13 @@ backends compute the same numbers from the same factors:
   its upper bound reaches one position past the last real token (it counts a padding token:
   mlx-lm pull request 1697); passing length - 1 keeps exactly the answer tokens, the same set
   torch_lm.py trains.
+
+Gradient checkpointing (`checkpointing=True`): mlx-lm's own `grad_checkpoint`
+(`mlx_lm.tuner.trainer`, what `mlx_lm.lora --grad-checkpoint` uses), which recomputes each
+transformer block in the backward (`mx.checkpoint`). It replaces the `__call__` of the block's
+class, for every instance in the process; so that it reaches this model's blocks only, they are
+moved to a subclass of their class (`checkpoint_blocks`, one per class), and the subclass
+takes the patch. A planner loaded without checkpointing in the same process is left as it was.
 """
 
 from __future__ import annotations
@@ -31,7 +38,14 @@ class MlxPlannerLora(adapter_files.AdapterFolders):
 
     default_layout = "mlx-lm"
 
-    def __init__(self, folder: Path, rank: int = RANK, alpha: float = ALPHA, seed: int = 0):
+    def __init__(
+        self,
+        folder: Path,
+        rank: int = RANK,
+        alpha: float = ALPHA,
+        seed: int = 0,
+        checkpointing: bool = False,
+    ):
         import mlx.core as mx
         from mlx_lm import load
         from mlx_lm.tuner.utils import linear_to_lora_layers
@@ -44,6 +58,8 @@ class MlxPlannerLora(adapter_files.AdapterFolders):
         config = {"rank": rank, "scale": alpha / rank, "dropout": 0.0, "keys": list(MLX_KEYS)}
         linear_to_lora_layers(self.model, len(self.model.layers), config)
         self.model.eval()
+        if checkpointing:
+            checkpoint_blocks(self.model.layers)
 
     @property
     def num_layers(self) -> int:
@@ -146,3 +162,21 @@ class MlxPlannerLora(adapter_files.AdapterFolders):
     @property
     def base_folder(self) -> Path:
         return self.folder
+
+
+_CHECKPOINTED: dict[type, type] = {}  # an mlx-lm block class → its checkpointed subclass
+
+
+def checkpoint_blocks(layers: list) -> None:
+    """Move a model's transformer blocks (all of one mlx-lm class) to the subclass of that class
+    whose `__call__` mlx-lm's `grad_checkpoint` has patched, made once per class."""
+    from mlx_lm.tuner.trainer import grad_checkpoint
+
+    block = type(layers[0])
+    made = block not in _CHECKPOINTED
+    if made:
+        _CHECKPOINTED[block] = type(f"Checkpointed{block.__name__}", (block,), {})
+    for layer in layers:
+        layer.__class__ = _CHECKPOINTED[block]
+    if made:
+        grad_checkpoint(layers[0])  # patches the class of the layer it is given: the subclass

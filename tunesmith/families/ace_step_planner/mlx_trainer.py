@@ -10,6 +10,9 @@ correction on as torch always corrects) at the warmup-cosine schedule's lr of th
 Muon is on the torch backend only: an MLX run asked for Muon trains with AdamW, and its start
 line says so. The state holds the factors, MLX's optimizer state and the order generator.
 
+`train.gradient_checkpointing = true`: mlx-lm's `grad_checkpoint` on every transformer block
+(`mlx_lm_backend.py`).
+
 On several ranks under mlx.launch (`train.devices`, `tunesmith.train.distributed`) every rank
 walks the same window order and takes items `rank::world` of each window, each weighted by
 its share of the window's tokens times the world size; `nn.average_gradients` averages the
@@ -53,7 +56,9 @@ class MlxPlannerTrainer(PlannerTrainer):
         self.context = int(config.get("max_position_embeddings") or 0)
 
     def _attach(self, adapter, seed: int) -> None:
-        self.lora = MlxPlannerLora(self.planner_folder, adapter.rank, adapter.scale_alpha, seed)
+        self.lora = MlxPlannerLora(
+            self.planner_folder, adapter.rank, adapter.scale_alpha, seed, self.checkpointing
+        )
         self.names_order = sorted(self.lora.parameters())
         self.params = []  # the torch list the loop never reads; `state` builds its own
 

@@ -8,6 +8,12 @@ Kaiming-uniform, B zero), so a fresh adapter leaves the planner as it was.
 The loss is the token cross-entropy of the answer (prompt labels are -100), averaged over the
 answer tokens of the whole batch; the optimizer, schedule, accumulation and clipping are the
 training loop's.
+
+Gradient checkpointing (`checkpointing=True`, the run's `train.gradient_checkpointing = true`):
+transformers' own, `gradient_checkpointing_enable` with `use_reentrant=False`, which recomputes
+each decoder layer in the backward instead of keeping its activations. transformers checkpoints
+a layer only while its `training` flag is set, so the flag of the decoder layers alone is set:
+everything below them stays in eval mode (no dropout), and the step computes the same numbers.
 """
 
 from __future__ import annotations
@@ -35,7 +41,14 @@ class TorchPlannerLora(adapter_files.AdapterFolders):
     that never had an adapter.
     """
 
-    def __init__(self, planner: Planner, rank: int = RANK, alpha: float = ALPHA, seed: int = 0):
+    def __init__(
+        self,
+        planner: Planner,
+        rank: int = RANK,
+        alpha: float = ALPHA,
+        seed: int = 0,
+        checkpointing: bool = False,
+    ):
         from peft import LoraConfig, get_peft_model
 
         self.planner = planner
@@ -59,6 +72,25 @@ class TorchPlannerLora(adapter_files.AdapterFolders):
         for p in self.parameters().values():  # fp32 factors on a bf16 planner, as Side-Step
             p.data = p.data.float()
         self.model.eval()  # no dropout anywhere; gradients still flow
+        if checkpointing:
+            self.set_checkpointing(True)
+
+    def set_checkpointing(self, on: bool) -> None:
+        """transformers' gradient checkpointing on every decoder layer, or off again (module
+        docstring)."""
+        model = self.planner.model
+        with warnings.catch_warnings():
+            # The names every transformers 5 has; newer ones call them activation_checkpointing_*
+            # and warn about the old names.
+            warnings.filterwarnings("ignore", message=".*gradient_checkpointing_.*able")
+            if on:
+                kwargs = {"use_reentrant": False}
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+            else:
+                model.gradient_checkpointing_disable()
+                model.disable_input_require_grads()  # the hook enabling it added
+        for layer in model.model.layers:
+            layer.training = on  # the layer's own flag; its modules stay in eval mode
 
     def parameters(self) -> dict[str, torch.nn.Parameter]:
         """The adapter's trainable parameters by name."""
@@ -70,14 +102,30 @@ class TorchPlannerLora(adapter_files.AdapterFolders):
 
     def loss(self, batch: Sequence[PlannerExample]) -> torch.Tensor:
         """Mean cross-entropy of the batch's answer tokens (a scalar with a graph)."""
-        ids, labels, mask = collate(batch, self.planner.tokenizer.pad_token_id, self.device)
+        ids, labels, mask = collate(batch, self.planner.tokenizer.pad_token_id)
+        rows, targets = answer_rows(labels)
+        device = self.device
+        # Without padding (a batch of one) no mask: the causal attention is all of it. transformers
+        # finds the same from a mask of ones by reading its values, which `meta` tensors lack.
+        mask = None if bool(mask.all()) else mask.to(device)
+        return self.answer_loss(ids.to(device), mask, rows.to(device), targets.to(device))
+
+    def answer_loss(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor | None,
+        rows: torch.Tensor,
+        targets: torch.Tensor,
+    ) -> torch.Tensor:
+        """The mean cross-entropy of `targets` [N], the tokens following the positions `rows`
+        [N] of the flattened batch (`answer_rows`), for `ids` [B, T]. The memory estimate runs
+        this on `meta` tensors of a run's shapes (memory.py)."""
         hidden = self.model.base_model.model.model(input_ids=ids, attention_mask=mask)[0]
         # Only answer positions go through the LM head: with the releases' 217k-token
         # vocabulary the logits of a whole song would dwarf everything else.
-        targets = labels[:, 1:]
-        keep = targets != IGNORE
-        logits = self.model.base_model.model.lm_head(hidden[:, :-1][keep])
-        return F.cross_entropy(logits.float(), targets[keep], reduction="mean")
+        answer = hidden.reshape(-1, hidden.shape[-1]).index_select(0, rows)
+        logits = self.model.base_model.model.lm_head(answer)
+        return F.cross_entropy(logits.float(), targets, reduction="mean")
 
     @torch.no_grad()
     def validation_loss(self, examples: Sequence[PlannerExample], batch_size: int = 1) -> float:
@@ -90,15 +138,23 @@ class TorchPlannerLora(adapter_files.AdapterFolders):
             tokens += count
         return total / max(tokens, 1)
 
-    def factors(self) -> LoraFactors:
-        """The current factors, detached, float32 on the CPU."""
+    def factor_parameters(self) -> dict[str, tuple[torch.nn.Parameter, torch.nn.Parameter]]:
+        """The trained factors (A, B) themselves, by the module's path in the causal LM
+        (`model.layers.3.self_attn.q_proj`, the key `LoraFactors` and both files use)."""
         named = self.parameters()
-        factors = {}
+        pairs = {}
         for name, a in named.items():
             if ".lora_A." in name:
                 module = name.split(".lora_A.")[0].removeprefix("base_model.model.")
-                b = named[name.replace(".lora_A.", ".lora_B.")]
-                factors[module] = (a.detach().float().cpu(), b.detach().float().cpu())
+                pairs[module] = (a, named[name.replace(".lora_A.", ".lora_B.")])
+        return pairs
+
+    def factors(self) -> LoraFactors:
+        """The current factors, detached, float32 on the CPU."""
+        factors = {
+            module: (a.detach().float().cpu(), b.detach().float().cpu())
+            for module, (a, b) in self.factor_parameters().items()
+        }
         return LoraFactors(factors, self.rank, self.alpha)
 
     @torch.no_grad()
@@ -144,3 +200,11 @@ def collate(
         labels[row, :n] = torch.tensor(example.labels)
         mask[row, :n] = 1
     return ids.to(device), labels.to(device), mask.to(device)
+
+
+def answer_rows(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, targets) of a batch's labels [B, T]: the positions of the flattened batch whose
+    next token is an answer token (b * T + t), and those tokens, in the batch's order."""
+    following = labels[:, 1:]
+    batch, time = (following != IGNORE).nonzero(as_tuple=True)
+    return batch * labels.shape[1] + time, following[batch, time]

@@ -17,6 +17,9 @@ LoRA rank is below `muon_min_dim` has no Muon parameter and trains on AdamW, whi
 line says), then the warmup-cosine schedule. At the end of an epoch its mean loss joins the
 5-epoch moving average the target loss (HOT-Step's 4.0) is tested on.
 
+With `train.gradient_checkpointing = true` every decoder layer is recomputed in the backward
+instead of keeping its activations (`torch_lm.py`; on MLX `mlx_lm_backend.py`).
+
 Validation: the token cross-entropy of the held-out items' answers, always the same items
 and tokens (no random draw). Random sources, each seeded from the run's seed and saved with
 the state: the order generator and the LoRA's initial A factors. Nothing else draws.
@@ -71,6 +74,8 @@ class PlannerTrainer:
     def __init__(self, run, base_model: Path, encoded, run_dir: Path, placement, metadata) -> None:
         cfg = run.train
         self.run, self.metadata, self.device = run, dict(metadata), placement.device
+        # Anything but `true` is off here: the fit resolves "auto" before a trainer is built.
+        self.checkpointing = cfg.gradient_checkpointing is True
         self.planner_folder = resolve_planner(run, base_model)
         try:
             self._load(placement)
@@ -96,6 +101,7 @@ class PlannerTrainer:
         self.start_note = "; ".join(
             [
                 f"planner {self.planner_folder.name} ({self.backend})",
+                *(["gradient checkpointing on"] if self.checkpointing else []),
                 summary,
                 f"{len(self.train_items)} training songs, {self.order.steps_per_epoch()} steps an "
                 f"epoch, horizon {cfg.epochs} epochs = {self.horizon} steps, training {self.steps}",
@@ -121,7 +127,9 @@ class PlannerTrainer:
         self.context = self.planner.context
 
     def _attach(self, adapter, seed: int) -> None:
-        self.lora = TorchPlannerLora(self.planner, adapter.rank, adapter.scale_alpha, seed)
+        self.lora = TorchPlannerLora(
+            self.planner, adapter.rank, adapter.scale_alpha, seed, self.checkpointing
+        )
         self.named = list(self.lora.parameters().items())
         self.params = [p for _, p in self.named]
 
