@@ -162,7 +162,7 @@ def memory_estimates(folder: Path, roots: Roots, found) -> tuple[list[str], list
             refused.append(f"run {run.name}: {exc}")
             continue
         if line := fitted.line():
-            fits.append(f"run {run.name}: {line} on {placement}")
+            fits.append(f"run {run.name} on {placement}: {line}")
     return fits, refused
 
 

@@ -133,10 +133,11 @@ class Family:
     def picture_size(self, run) -> int:
         raise NotImplementedError
 
-    def memory(self, run, base_model: Path, dtype):
+    def memory(self, run, base_model: Path, dtype, items=None):
         """What the estimate of a run's peak memory needs (a
         `tunesmith.train.footprint.MemoryModel`, built on the `meta` device at `dtype`), or
-        None where the family does not estimate (its runs are then not fitted)."""
+        None where the family does not estimate (its runs are then not fitted). `items`: the
+        run's encoded rows where known (the adapters stage), else None (`tunesmith check`)."""
         return None
 
     def warnings(self, run) -> list[str]:

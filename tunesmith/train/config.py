@@ -33,14 +33,14 @@ import json
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tunesmith import family as families
 from tunesmith.dataset.settings import SettingsError, read_settings
 from tunesmith.store import content_key
 from tunesmith.store.atomic import json_bytes, write_if_changed
 from tunesmith.train import schema
-from tunesmith.train.schema import Count, Literal, NonNegative, Number, Positive, Seed, Whole
+from tunesmith.train.schema import Count, NonNegative, Number, Positive, Seed, Whole
 
 
 class ConfigError(ValueError):

@@ -327,13 +327,17 @@ def _gb(n: int) -> str:
     return f"{n / GB:.2f} GB"
 
 
-def fit_run(run, base_model, placement, base_fingerprint: str, cache) -> Fitted:
+def fit_run(
+    run, base_model, placement, base_fingerprint: str, cache, items=None, items_key: str = ""
+) -> Fitted:
     """`fit` for a run of the adapters stage: its family's `MemoryModel` of `base_model` at the
     placement's dtype, the cap where it trains (`train.cap`, or three quarters of the
     device's memory). A family without one is not fitted ("auto" reads as off).
 
-    A footprint depends only on the run's settings, the base model and the dtype, so each is
-    traced once and kept in `cache` (a JSON file), with the runtime."""
+    `items`: the run's encoded rows, for a family whose step's shape follows them (the
+    planner's longest song), with `items_key` naming them. A footprint depends only on the
+    run's settings, the base model, the dtype and those items, so each is traced once and kept
+    in `cache` (a JSON file), with the runtime."""
     from functools import cache as once
 
     from tunesmith import family as families
@@ -353,12 +357,15 @@ def fit_run(run, base_model, placement, base_fingerprint: str, cache) -> Fitted:
     saved = _read_json(cache)
     before = dict(saved)
     runtime = 0 if cap.cuda else runtime_bytes(saved)
-    model = once(lambda: family.memory(run, base_model, getattr(torch, placement.dtype)))
+    dtype = getattr(torch, placement.dtype)
+    model = once(lambda: family.memory(run, base_model, dtype, items=items))
 
     def estimate(trial) -> Footprint:
         settings = computed(replace(trial, train=replace(trial.train, steps=0), demos=()))
         on = trial.train.gradient_checkpointing
-        key = content_key(settings=settings, on=on, base=base_fingerprint, dtype=placement.dtype)
+        key = content_key(
+            settings=settings, on=on, base=base_fingerprint, dtype=placement.dtype, items=items_key
+        )
         if key not in saved:
             parts = model().estimate(trial).as_dict()
             saved[key] = {k: parts[k] for k in ("weights", "adapter", "step", "render")}

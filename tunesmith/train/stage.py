@@ -107,19 +107,21 @@ def plan(
     items = encoded[mine].dropna(axis=1, how="all").sort_values("path")  # this family's columns
     fingerprint = model_fingerprint(base_model, fingerprint_cache)
     inputs = family.other_models(run, base_model, fingerprint_cache, items)  # ValueError: skip
+    rows = items.to_dict("records")
+    entries = [[r[k] for k in family.item_keys] for r in rows]
     # Fitted to the memory where it trains before its key is made: a crop the fit shortens
     # trains other numbers, so into another folder (DoesNotFit, a ValueError: skip).
-    fitted = fit_run(run, base_model, placement, fingerprint, footprints(fingerprint_cache))
+    cache = footprints(fingerprint_cache)
+    fitted = fit_run(run, base_model, placement, fingerprint, cache, items, content_key(e=entries))
     run = fitted.run
     # The step count and the demos do not change what is trained up to a step.
     without_steps = replace(run, train=replace(run.train, steps=0), demos=())
-    rows = items.to_dict("records")
     key = content_key(
         stage="adapters",
         version=STAGE_VERSION,
         family=run.family,
         run=computed(without_steps),
-        items=[[r[k] for k in family.item_keys] for r in rows],
+        items=entries,
         base=fingerprint,
         placement=placement.as_dict(),
         **({"inputs": inputs} if inputs else {}),

@@ -73,8 +73,8 @@ class AceStep(Family):
 
         return AceStepTrainer
 
-    def memory(self, run, base_model: Path, dtype):
-        from tunesmith.families.ace_step.memory import memory
+    def memory(self, run, base_model: Path, dtype, items=None):
+        from tunesmith.families.ace_step.memory import memory  # a crop's shapes: the settings
 
         return memory(run, base_model, dtype)
 

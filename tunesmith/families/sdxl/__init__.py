@@ -67,8 +67,8 @@ class Sdxl(Family):
 
         return Renderer(base_model, placement, run.train.size, adapter)
 
-    def memory(self, run, base_model: Path, dtype):
-        from tunesmith.families.sdxl.memory import memory
+    def memory(self, run, base_model: Path, dtype, items=None):
+        from tunesmith.families.sdxl.memory import memory  # its shapes are the run's settings
 
         return memory(run, base_model, dtype)
 

@@ -67,8 +67,8 @@ class StableAudio3(Family):
 
         return TorchTrainer
 
-    def memory(self, run, base_model: Path, dtype):
-        from tunesmith.families.stable_audio_3.memory import memory_model
+    def memory(self, run, base_model: Path, dtype, items=None):
+        from tunesmith.families.stable_audio_3.memory import memory_model  # shapes: settings
 
         return memory_model(run, base_model, dtype)
 
