@@ -8,7 +8,9 @@ Linear of the DiT's blocks, batch 1, crops of 1300 latent frames (≈ 120 s); on
 gradient checkpointing on, one with it off. With `reduced` the same architecture at a width of
 128, depth 2 (and a small VAE and text encoder), for `make test`.
 
-Each side runs in a child process of its own, `STEPS` steps, the last one timed:
+Each side runs in a child process of its own, `STEPS` steps, the last one timed (at full size
+one step: on a CPU one takes many minutes; its peak comes before AdamW's first update makes
+the moments the estimate counts, 0.17 GB on the medium):
 
     ours   the estimate first (`FAMILY.memory(...).estimate`, its runtime the child's resident
            set before loading; 0 on CUDA, where the peak counted is CUDA's), then the torch
@@ -20,9 +22,21 @@ Each side runs in a child process of its own, `STEPS` steps, the last one timed:
 
 Peak: on the CPU the child's resident set sampled while its steps run (`bench/train_step.py`'s
 `PeakRSS`: its absolute peak, the process's whole memory then), on CUDA
-`torch.cuda.max_memory_allocated()`. Loading is left out of the peak on purpose: diffusers
-reads each component through a memory map, and while it copies the DiT out of the file the
-map's pages count as resident too, a moment that says nothing about training.
+`torch.cuda.max_memory_allocated()`. Two things make the resident set the training's memory:
+
+- every weight is read once after loading (`bench/sdxl_step.py`'s `page_in`): diffusers leaves
+  the weights mapped from the .safetensors files, whose pages enter the resident set only when
+  read (a step reads the DiT's and a few rows of T5Gemma's embedding; a run's validation
+  renders its demos through the VAE too), so read, every weight counts, as on a GPU and in the
+  estimate. Mapped pages are the kernel's to take back when memory runs short: with other
+  processes taking memory the resident set fell 0.4 GB under the weights during a step of the
+  medium, and its peak read low; the rows are for an otherwise idle machine;
+- glibc's malloc gets a fixed mmap threshold at its default of 128 KiB (`MALLOC`), so a
+  tensor freed during the step goes back to the system. On the small model (crop 64 and 128,
+  checkpointing on): with the threshold moving as glibc moves it, freed activations stayed in
+  the heap, 0.6 GB over the live tensors after two steps; with bench/sdxl_step.py's
+  thresholds of 1 GiB (all from the heap, never trimmed) the peak was 1.7 to 2.1 GB over the
+  estimate; with this one it was 3.5 % over it (2.64 GB against 2.55).
 
 A row whose estimate is over the memory this machine has available is skipped: the estimate
 is made first, from the configs alone, before any weights are written. The medium with
@@ -36,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -48,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 RANK, BATCH, CROP, ITEMS, FRAMES = 16, 1, 1300, 3, 1400
+MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}  # fixed: see the module docstring
 STEPS = {False: 1, True: 2}  # full size: one step (minutes on a CPU); reduced: one to warm up
 GB = 1e9
 
@@ -133,7 +149,7 @@ def rows(work: Path, reduced: bool) -> list[dict]:
 def _child(side: str, folder: Path, checkpointing: bool, reduced: bool) -> dict:
     command = [sys.executable, __file__, "--child", side, "--model", str(folder)]
     command += ["--checkpointing"] * checkpointing + ["--reduced"] * reduced
-    out = subprocess.run(command, capture_output=True, text=True)
+    out = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **MALLOC})
     if out.returncode:
         raise RuntimeError(f"the {side} child failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -166,6 +182,7 @@ def ours(folder: Path, checkpointing: bool, steps: int) -> dict:
     channels = json.loads((folder / "transformer" / "config.json").read_text())["io_channels"]
     with tempfile.TemporaryDirectory() as tmp:
         trainer = TorchTrainer(run, folder, items(channels), Path(tmp), placement, {})
+        _page_in(trainer.objective.pipe)
         measured = _timed(trainer.step, steps)
     return {"estimate_gb": expected, "peak_gb": measured["peak"], "seconds": measured["last"]}
 
@@ -176,6 +193,7 @@ def bare(folder: Path, checkpointing: bool, steps: int) -> dict:
     from tunesmith.families.stable_audio_3.model import conditioning, encode_prompts, load_pipeline
 
     pipe = load_pipeline(folder, torch.bfloat16, device())
+    _page_in(pipe)
     dit = pipe.transformer
     targets = [
         n
@@ -219,6 +237,13 @@ def bare(folder: Path, checkpointing: bool, steps: int) -> dict:
 
     measured = _timed(step, steps)
     return {"peak_gb": measured["peak"], "seconds": measured["last"]}
+
+
+def _page_in(pipe) -> None:
+    from bench.sdxl_step import page_in
+
+    for part in (pipe.transformer, pipe.vae, pipe.text_encoder, pipe.duration_embedder):
+        page_in(part)
 
 
 def _timed(step, steps: int) -> dict:
