@@ -12,7 +12,11 @@ as the pipeline allows (256 caption and 2048 lyrics tokens), as the estimate ass
 `make test`.
 
 Each side runs in a child process of its own, `STEPS` steps, the last one timed, in bfloat16
-(CUDA's dtype, and the folder's; on the CPU a float32 run holds twice the weights):
+(CUDA's dtype, and the folder's; on the CPU a float32 run holds twice the weights). On the CPU
+each child runs one torch thread and a step is timed by that thread's CPU time, as
+bench/ace_step_step.py times its steps: the two sides run minutes apart on a shared machine,
+and with two threads timed by the wall clock ours/bare came out anywhere from 0.83 to 1.65
+across the four rows of one run here.
 
     ours   the estimate first (`FAMILY.memory(...).estimate`, its runtime the child's resident
            set before loading; 0 on CUDA, where the peak counted is CUDA's), then
@@ -275,6 +279,8 @@ def child(side: str, folder: Path, work: Path, kind: str, on: bool, reduced: boo
     from bench.sdxl_step import PeakMemory, page_in
 
     step = _shaped(kind, on, reduced)
+    if device() == "cpu":  # one thread, timed by its CPU time: the machine's load falls on neither
+        torch.set_num_threads(1)
     out = {}
     if side == "ours":
         out["estimate_gb"] = estimate(folder, kind, on)  # before anything is loaded
