@@ -29,16 +29,9 @@ is refused with its estimate and the smallest setting's.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import torch
-import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from typing import TYPE_CHECKING, Any
 
 GB = 1e9
 # AdamW's state per trained parameter (two float32 moments), and the parameter and its
@@ -46,100 +39,19 @@ GB = 1e9
 ADAPTER_BYTES_PER_PARAMETER = 4 + 4 + 8
 
 
-class _Live(TorchDispatchMode):
-    """Counts the bytes of the storages ops create while they live; `peak` is the most at once.
+if TYPE_CHECKING:
+    import torch
 
-    A storage is counted from the op that makes it until the last tensor viewing it is
-    collected; views of storages made before the trace (weights, inputs) are never counted.
-    Written here because torch's own tracker (`torch.distributed._tools.mem_tracker`) hooks
-    every parameter's gradient and refuses frozen ones, which is every base weight here.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sizes: dict[int, int] = {}
-        self.views: dict[int, int] = {}
-        self.now = self.peak = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        given = {
-            t.untyped_storage()._cdata
-            for t in tree_flatten((args, kwargs))[0]
-            if isinstance(t, torch.Tensor)
-        }
-        for tensor in tree_flatten(out)[0]:
-            if not isinstance(tensor, torch.Tensor):
-                continue
-            storage = tensor.untyped_storage()
-            key = storage._cdata
-            if key not in self.sizes:
-                if key in given:  # a view of a tensor from before the trace
-                    continue
-                self.sizes[key], self.views[key] = storage.nbytes(), 0
-                self.now += storage.nbytes()
-                self.peak = max(self.peak, self.now)
-            self.views[key] += 1
-            weakref.finalize(tensor, self._release, key)
-        return out
-
-    def _release(self, key: int) -> None:
-        self.views[key] -= 1
-        if not self.views[key]:
-            self.now -= self.sizes.pop(key)
-            del self.views[key]
+TRACE_NAMES = ("traced_peak", "parameter_bytes", "trainable_parameters")
 
 
-def _fused_attention(
-    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
-):
-    """`scaled_dot_product_attention` as the fused kernels keep it, for the trace on meta."""
-    if enable_gqa and key.shape[-3] != query.shape[-3]:
-        repeat = query.shape[-3] // key.shape[-3]
-        key = key.repeat_interleave(repeat, dim=-3)
-        value = value.repeat_interleave(repeat, dim=-3)
-    if attn_mask is not None and attn_mask.dtype == torch.bool:
-        attn_mask = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill(
-            ~attn_mask, float("-inf")
-        )
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
-    )[0]
+def __getattr__(name: str):
+    """The tracer's names (`tunesmith.train.trace`), imported with torch when first asked for."""
+    if name in TRACE_NAMES:
+        from tunesmith.train import trace
 
-
-@contextmanager
-def _attention_as_fused() -> Iterator[None]:
-    original = F.scaled_dot_product_attention
-    F.scaled_dot_product_attention = _fused_attention
-    try:
-        yield
-    finally:
-        F.scaled_dot_product_attention = original
-
-
-def traced_peak(step: Callable[[], Any]) -> int:
-    """The most bytes the tensors `step()` creates hold at once, `step` run on `meta` tensors
-    (a forward, its loss and `backward()`). What `step` returns is dropped before it ends."""
-    live = _Live()
-    with _attention_as_fused(), live:
-        step()
-    return live.peak
-
-
-def parameter_bytes(module: torch.nn.Module, trainable: bool | None = None) -> int:
-    """The bytes of a module's parameters and buffers (`trainable`: only those that do, or do
-    not, require gradients; buffers count as not trained)."""
-    total = 0
-    for p in module.parameters():
-        if trainable is None or p.requires_grad == trainable:
-            total += p.numel() * p.element_size()
-    if trainable is not True:
-        total += sum(b.numel() * b.element_size() for b in module.buffers())
-    return total
-
-
-def trainable_parameters(module: torch.nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+        return getattr(trace, name)
+    raise AttributeError(name)
 
 
 def process_bytes() -> int:
@@ -158,11 +70,12 @@ def runtime_bytes(cache: dict) -> int:
     """What a training process holds before it loads a model: a fresh Python that has
     imported what the training process imports, measured once per interpreter and torch (in
     `cache`). Not the resident set of the process that asks, which may have loaded models."""
+    import importlib.metadata
     import importlib.util
     import subprocess
     import sys
 
-    key = f"runtime {sys.executable} torch {torch.__version__}"
+    key = f"runtime {sys.executable} torch {importlib.metadata.version('torch')}"
     if key not in cache:
         found = [n for n in RUNTIME_IMPORTS if importlib.util.find_spec(n.split(".")[0])]
         imports = "; ".join(f"import {name}" for name in found)
@@ -196,6 +109,8 @@ class MemoryModel:
     render: Callable[[Any], Any] | None = None
 
     def estimate(self, run, runtime: int = 0) -> Footprint:
+        from tunesmith.train.trace import parameter_bytes, traced_peak, trainable_parameters
+
         weights = sum(parameter_bytes(p, trainable=False) for p in self.parts.values())
         trained = sum(trainable_parameters(p) for p in self.parts.values())
         return Footprint(
@@ -357,8 +272,7 @@ def fit_run(
     saved = _read_json(cache)
     before = dict(saved)
     runtime = 0 if cap.cuda else runtime_bytes(saved)
-    dtype = getattr(torch, placement.dtype)
-    model = once(lambda: family.memory(run, base_model, dtype, items=items))
+    model = once(lambda: family.memory(run, base_model, _dtype(placement.dtype), items=items))
 
     def estimate(trial) -> Footprint:
         settings = computed(replace(trial, train=replace(trial.train, steps=0), demos=()))
@@ -376,6 +290,12 @@ def fit_run(
     finally:
         if saved != before:
             atomic_write_json(cache, saved)
+
+
+def _dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
 
 
 def _read_json(path) -> dict:

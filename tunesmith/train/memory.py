@@ -12,26 +12,24 @@ undercounts what Metal has wired; the cap then acts later than it should.
 from __future__ import annotations
 
 import psutil
-import torch
 
 DEFAULT_FRACTION = 0.75
 
 
 class MemoryCap:
     def __init__(self, cap_gb: float | None, device: str = "cpu") -> None:
-        self.device = torch.device(device)
-        self.cuda = self.device.type == "cuda"
-        total = (
-            torch.cuda.get_device_properties(self.device).total_memory
-            if self.cuda
-            else psutil.virtual_memory().total
-        )
+        self.device = str(device)
+        self.cuda = self.device.startswith("cuda")  # torch imported only then (the fit asks
+        # for a CPU's cap in builds that load no model library)
+        total = _gpu_memory(self.device) if self.cuda else psutil.virtual_memory().total
         self.limit = int(cap_gb * 1e9) if cap_gb is not None else int(DEFAULT_FRACTION * total)
         self.where = "GPU memory" if self.cuda else "RAM"
         self.process = psutil.Process()
 
     def used(self) -> int:
         if self.cuda:
+            import torch
+
             return torch.cuda.memory_reserved(self.device)
         return self.process.memory_info().rss
 
@@ -41,3 +39,9 @@ class MemoryCap:
         if used <= self.limit:
             return None
         return f"{self.where} {used / 1e9:.2f} GB passed the cap of {self.limit / 1e9:.2f} GB"
+
+
+def _gpu_memory(device: str) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(torch.device(device)).total_memory
