@@ -126,3 +126,47 @@ def quiet_loading() -> Iterator[None]:
         # AutoencoderSAME still builds its convolutions with the old weight_norm.
         warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
         yield
+
+
+# Building a published architecture without its weights (each family's full_size.py).
+
+
+@contextmanager
+def default_dtype(dtype) -> Iterator[None]:
+    """Parameters made at `dtype` from the start, never in float32 first."""
+    import torch
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@contextmanager
+def without_init(device: str) -> Iterator[None]:
+    """Modules made on `device` without their classes' default init: on `meta` nothing is
+    allocated; elsewhere the parameters are left for `fill_normal` (the classes' own init of
+    billions of parameters takes minutes)."""
+    import torch
+
+    if device == "meta":
+        with torch.device("meta"):
+            yield
+        return
+    from diffusers.models.modeling_utils import no_init_weights
+    from transformers.initialization import no_init_weights as no_transformers_init
+
+    with torch.device(device), no_init_weights(), no_transformers_init():
+        yield
+
+
+def fill_normal(module, std: float, seed: int) -> None:
+    """Every parameter of `module` drawn from N(0, std²), from one generator seeded `seed`."""
+    import torch
+
+    with torch.no_grad():
+        generator = torch.Generator(device=next(module.parameters()).device).manual_seed(seed)
+        for parameter in module.parameters():
+            parameter.normal_(0.0, std, generator=generator)

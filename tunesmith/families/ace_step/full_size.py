@@ -23,13 +23,12 @@ maker's tokenizer (its 600 ids are all inside Qwen3's vocabulary) and the releas
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
-from tunesmith.families.base_model import quiet_loading
+from tunesmith.families.base_model import default_dtype, fill_normal, quiet_loading, without_init
 
 # The DiT's layers alternate sliding-window and full attention, beginning with a sliding one.
 LAYER_TYPES = ["sliding_attention", "full_attention"] * 12
@@ -162,38 +161,6 @@ def _class(part: str):
     return classes.get(part)
 
 
-@contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
-
-
-@contextmanager
-def _empty(device: str) -> Iterator[None]:
-    """Modules made on `device` without their default init: on `meta` nothing is allocated;
-    elsewhere the parameters are left for `_fill`."""
-    if device == "meta":
-        with torch.device("meta"):
-            yield
-        return
-    from diffusers.models.modeling_utils import no_init_weights
-    from transformers.initialization import no_init_weights as no_transformers_init
-
-    with torch.device(device), no_init_weights(), no_transformers_init():
-        yield
-
-
-@torch.no_grad()
-def _fill(module: torch.nn.Module, seed: int) -> None:
-    generator = torch.Generator(device=next(module.parameters()).device).manual_seed(seed)
-    for parameter in module.parameters():
-        parameter.normal_(0.0, INIT_STD, generator=generator)
-
-
 def build(
     part: str,
     config: Mapping | None = None,
@@ -206,7 +173,7 @@ def build(
     `device` (module docstring: random weights from `seed` off `meta`)."""
     config = dict(PUBLISHED[part] if config is None else config)
     cls = _class(part)
-    with quiet_loading(), _default_dtype(dtype), _empty(device):
+    with quiet_loading(), default_dtype(dtype), without_init(device):
         if cls is None:
             from transformers import Qwen3Config, Qwen3Model
 
@@ -214,7 +181,7 @@ def build(
         else:
             model = cls.from_config(config)
     if device != "meta":
-        _fill(model, seed)
+        fill_normal(model, INIT_STD, seed)
     return model.eval().requires_grad_(False)
 
 

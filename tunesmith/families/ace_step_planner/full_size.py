@@ -25,13 +25,12 @@ ids all fall inside the 217,204 rows).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
-from tunesmith.families.base_model import quiet_loading
+from tunesmith.families.base_model import default_dtype, fill_normal, quiet_loading, without_init
 
 VOCAB = 217_204  # Qwen3's 151,669 tokens + 65,535 <|audio_code_N|> tokens
 CODE_TOKENS = 65_535  # <|audio_code_0|> .. <|audio_code_65534|> in the releases (model.py)
@@ -87,37 +86,6 @@ def config_of(name_or_config: str | Mapping) -> dict:
     return dict(name_or_config)
 
 
-@contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
-
-
-@contextmanager
-def _empty(device: str) -> Iterator[None]:
-    """Modules made on `device` without their default init: on `meta` nothing is allocated;
-    elsewhere the parameters are left for `_fill`."""
-    if device == "meta":
-        with torch.device("meta"):
-            yield
-        return
-    from transformers.initialization import no_init_weights
-
-    with torch.device(device), no_init_weights():
-        yield
-
-
-@torch.no_grad()
-def _fill(model: torch.nn.Module, seed: int) -> None:
-    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
-    for parameter in model.parameters():
-        parameter.normal_(0.0, INIT_STD, generator=generator)
-
-
 def build(
     name_or_config: str | Mapping,
     device: str = "meta",
@@ -129,11 +97,11 @@ def build(
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     config = Qwen3Config.from_dict(config_of(name_or_config))
-    with quiet_loading(), _default_dtype(dtype), _empty(device):
+    with quiet_loading(), default_dtype(dtype), without_init(device):
         model = Qwen3ForCausalLM(config)
     model.tie_weights()  # the LM head is the embedding (no_init_weights leaves them apart)
     if device != "meta":
-        _fill(model, seed)
+        fill_normal(model, INIT_STD, seed)
     return model.eval()
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tunesmith.families.base_model import quiet_loading
+from tunesmith.families.base_model import default_dtype, quiet_loading
 
 SOURCE = "stabilityai/stable-diffusion-xl-base-1.0"
 COMPONENTS = ("unet", "vae", "text_encoder", "text_encoder_2")  # the parts with weights
@@ -227,7 +227,7 @@ def build(
     if isinstance(config, str):
         config = CONFIGS[config]
     cls = _model_class(config)
-    with _default_dtype(dtype), _parameters_on_meta():
+    with default_dtype(dtype), _parameters_on_meta():
         if _LIBRARIES[cls.__name__] == "diffusers":
             model = cls.from_config(config)
         else:
@@ -286,16 +286,6 @@ def _model_class(config: dict) -> type:
     if name not in _LIBRARIES:
         raise ValueError(f"{name!r}: not an SDXL component class ({', '.join(_LIBRARIES)})")
     return getattr(importlib.import_module(_LIBRARIES[name]), name)
-
-
-@contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(before)
 
 
 @contextmanager
