@@ -73,12 +73,13 @@ class StableAudio3(Family):
         return memory_model(run, base_model, dtype)
 
     def trained_settings(self, run) -> dict:
-        from tunesmith.families.stable_audio_3.config import DEFAULT_INCLUDE
+        from tunesmith.families.stable_audio_3.config import include_and_exclude
 
         settings = super().trained_settings(run)
         adapter = settings["adapter"]
         adapter["alpha"] = run.adapter.scale_alpha  # None: alpha = rank (underfit's lora.py)
-        adapter["include"] = list(run.adapter.include or DEFAULT_INCLUDE)
+        include, exclude = include_and_exclude(run.adapter)
+        adapter["include"], adapter["exclude"] = list(include), list(exclude)
         return settings
 
     def files_for_tools(self, run, best: Path) -> list[tuple[str, Path]]:

@@ -27,7 +27,41 @@ from tunesmith.train.schema import (
 # transformer layers (embedders, projections, convolutions).
 DEFAULT_INCLUDE = ("model.transformer.layers.",)
 
-ADAPTER_TYPES = ("lora", "dora-rows")
+# underfit's nine adapter types (stable-audio-3 `models/lora/model.py`); "dora", its legacy
+# name, is read as dora-rows (`resolve_adapter_type`).
+ADAPTER_TYPES = (
+    "lora",
+    "dora-rows",
+    "dora-cols",
+    "bora",
+    "lora-xs",
+    "dora-rows-xs",
+    "dora-cols-xs",
+    "bora-xs",
+)
+LEGACY_TYPES = {"dora": "dora-rows"}
+# Named include/exclude sets. "dashboard": what underfit's dashboard fills in for a new run
+# (index.html `_applyDefaultExclusions`): no include, and excluded every "conditioning" and
+# "other" module pattern of the model's registry (dashboard/models/<id>/registry.json,
+# ui.module_structure; the same for sa3-medium, sa3-sm-music and sa3-sm-sfx).
+INCLUDE_PRESETS = {
+    "dashboard": (
+        (),
+        (
+            "to_timestep_embed",
+            "to_cond_embed",
+            "to_global_embed",
+            "to_local_embed",
+            "global_cond_embedder",
+            "project_in",
+            "project_out",
+            "preprocess_conv",
+            "postprocess_conv",
+        ),
+    ),
+}
+# underfit's loss.py: per-element MSE, optionally divided by a detached variance.
+LOSS_NORMALIZATIONS = ("none", "timestep", "sample", "sample_channel")
 TIMESTEP_SAMPLERS = ("uniform", "logit_normal", "trunc_logit_normal", "log_snr", "log_snr_uniform")
 LR_SCHEDULES = ("inverse_lr", "constant")  # constant: underfit's loop given no scheduler
 MAX_DEMO_SECONDS = 600.0  # Stable Audio 3 is trained on up to 600 s (underfit's cap)
@@ -36,10 +70,17 @@ MAX_DEMO_SECONDS = 600.0  # Stable Audio 3 is trained on up to 600 s (underfit's
 @dataclass(frozen=True)
 class Sa3Adapter(AdapterConfig):
     # underfit's product default (its dashboard), not its config-layer lora
-    type: Literal[ADAPTER_TYPES] = "dora-rows"
+    type: Literal[(*ADAPTER_TYPES, *LEGACY_TYPES)] = "dora-rows"
     rank: Count = 16  # underfit's README default; alpha None: alpha = rank (underfit)
     include: tuple[str, ...] = ()  # substrings of underfit's layer names; [i-j] ranges
     exclude: tuple[str, ...] = ()
+    # A named include/exclude set, used where `include` and `exclude` are both empty; None:
+    # DEFAULT_INCLUDE (the transformer layers).
+    include_preset: Literal[tuple(INCLUDE_PRESETS)] | None = None
+
+    def __post_init__(self) -> None:
+        if self.type in LEGACY_TYPES:  # the resolved run says what is trained
+            object.__setattr__(self, "type", LEGACY_TYPES[self.type])
 
 
 @dataclass(frozen=True)
@@ -65,13 +106,46 @@ class Sa3Train(TrainConfig):
     inv_gamma: Positive = 1e6
     power: NonNegative = 0.5
     warmup: Share = 0.995  # 0: no warmup
+    # underfit's loss options (training/loop.py, loss.py), each at underfit's default: the
+    # loss's normalisation by a detached variance (eps 1e-6), the weight of padded frames in
+    # the loss (0: the signal only), whether attention skips padded frames, and the shift's
+    # sequence length from each item's full duration, ceil(seconds_total · 44100 / 4096),
+    # instead of the crop length.
+    loss_normalization: Literal[LOSS_NORMALIZATIONS] = "none"
+    mask_loss_weight: Fraction = 0.0
+    mask_padding_attention: bool = False
+    use_effective_length_for_schedule: bool = False
+    # The ARC (rf_denoiser) model demos with `arc = true` render on: a folder in the models
+    # folder; "" takes the base model's ARC sibling (`arc_model_name`).
+    arc_model: str = ""
+
+
+def include_and_exclude(adapter: Sa3Adapter) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The layer filters a run trains with: its own include/exclude where it has any, else its
+    preset's, else DEFAULT_INCLUDE."""
+    if adapter.include or adapter.exclude or adapter.include_preset is None:
+        return tuple(adapter.include or DEFAULT_INCLUDE), tuple(adapter.exclude)
+    return INCLUDE_PRESETS[adapter.include_preset]
+
+
+ARC_STEPS, ARC_CFG = 8, 1.0  # underfit's defaults for a demo on the ARC model
 
 
 @dataclass(frozen=True)
 class Sa3Demo(DemoConfig):
     duration: Annotated[Number, Gt(0), Le(MAX_DEMO_SECONDS)] = 10.0  # seconds
-    steps: Count = 50  # underfit's demo_steps
-    cfg: Number = 7.0  # underfit's demo cfg scale
+    # None: underfit's defaults, demo_steps 50 and cfg 7 on the base model, 8 and 1 on ARC
+    steps: Count | None = None
+    cfg: Number | None = None
+    # Render on the ARC (rf_denoiser) model with the adapter merged and the ping-pong
+    # sampler, as underfit's `arc` demo entries do; the base model and Euler otherwise.
+    arc: bool = False
+
+    def __post_init__(self) -> None:  # the resolved run holds the numbers it renders with
+        if self.steps is None:
+            object.__setattr__(self, "steps", ARC_STEPS if self.arc else 50)
+        if self.cfg is None:
+            object.__setattr__(self, "cfg", ARC_CFG if self.arc else 7.0)
 
 
 WARMED = 0.9  # the share of train.lr below which a run's last step counts as still warming up

@@ -35,7 +35,7 @@ from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import files, model, optim, published
 from tunesmith.families.stable_audio_3 import names as sa3_names
-from tunesmith.families.stable_audio_3.config import DEFAULT_INCLUDE
+from tunesmith.families.stable_audio_3.config import include_and_exclude
 from tunesmith.families.stable_audio_3.data import Batch, Item, load_items
 from tunesmith.families.stable_audio_3.draws import Draws
 from tunesmith.families.stable_audio_3.timesteps import FullShift
@@ -81,11 +81,9 @@ class Objective:
             {"transformer": self.pipe.transformer, "duration_embedder": self.pipe.duration_embedder}
         )
         candidates = sa3_names.adapter_targets(self.pipe.transformer, self.pipe.duration_embedder)
-        include = run.adapter.include or DEFAULT_INCLUDE
+        include, exclude = include_and_exclude(run.adapter)
         chosen = select_targets(
-            [(underfit, name) for name, underfit in candidates.items()],
-            include,
-            run.adapter.exclude,
+            [(underfit, name) for name, underfit in candidates.items()], include, exclude
         )
         self.targets = [name for _, name in chosen]
         with torch.random.fork_rng(devices=[]):
@@ -97,7 +95,7 @@ class Objective:
                 run.adapter.scale_alpha,
                 run.adapter.type,
             )
-        self.include = tuple(include)
+        self.include, self.exclude = include, exclude
         self._text: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def parameters(self) -> list[nn.Parameter]:
@@ -181,7 +179,7 @@ class Objective:
             alpha=a.scale_alpha,
             adapter_type=a.type,
             include=self.include,
-            exclude=tuple(a.exclude),
+            exclude=self.exclude,
             step=step,
             epoch=epoch,
             base_model=self.underfit_model,

@@ -57,7 +57,7 @@ from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
 from tunesmith.families.stable_audio_3 import model, optim, published
 from tunesmith.families.stable_audio_3 import names as sa3_names
-from tunesmith.families.stable_audio_3.config import DEFAULT_INCLUDE
+from tunesmith.families.stable_audio_3.config import include_and_exclude
 from tunesmith.families.stable_audio_3.data import Batch
 from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx.model import cross_attention_context
@@ -221,14 +221,12 @@ class MLXObjective:
             self.modules.update(tree_map(lambda a: a.astype(self.dtype), self.modules.parameters()))
         self.scale, self.shift = 1.0, FullShift()  # as the torch Objective
         candidates = sa3_names.adapter_targets(self.pipe.transformer, self.pipe.duration_embedder)
-        include = run.adapter.include or DEFAULT_INCLUDE
+        include, exclude = include_and_exclude(run.adapter)
         chosen = select_targets(
-            [(underfit, name) for name, underfit in candidates.items()],
-            include,
-            run.adapter.exclude,
+            [(underfit, name) for name, underfit in candidates.items()], include, exclude
         )
         self.targets = [name for _, name in chosen]
-        self.include = tuple(include)
+        self.include, self.exclude = include, exclude
         a = run.adapter
         mlx_lora.attach(self.modules, self.targets, a.rank, a.scale_alpha, a.type)
         self._adopt_torch_init()
