@@ -1,66 +1,108 @@
-"""underfit's `lora` and `dora-rows` adapters on PyTorch, for nn.Linear and nn.Conv1d.
+"""underfit's eight adapter types on PyTorch, for nn.Linear and nn.Conv1d.
 
 The math is that of stable-audio-3 `models/lora/model.py` (`LoRAParametrization`), which underfit
 attaches to every nn.Linear and nn.Conv1d it selects (`underfit/training/lora.py`). For a base
 weight W viewed as 2-D (out, fan_in) — a Conv1d's (out, in/groups, k) flattened to
-(out, in/groups·k) — with A: (rank, fan_in), B: (out, rank), s = alpha/rank and a strength g:
+(out, in/groups·k) — s = alpha/rank, a strength g and eps = 1e-12:
 
-    lora       W' = W + g·s·B·A
-    dora-rows  V  = W + g·s·B·A
-               W' = m_g ⊙_rows V / (‖V‖_row + 1e-12)    ‖·‖_row: L2 over the input axis (dim 1),
-                                                        one value per output row, NOT detached
-               m_g = m                         if g = 1
-                     ‖W‖_row + g·(m − ‖W‖_row) otherwise (underfit's `_blend_magnitude`)
-               W' = W exactly                  if g = 0
+    delta = B·A          A: (rank, fan_in), B: (out, rank)             lora, dora-*, bora
+            U·M·Vᵀ       M (M_xs): (rank, rank); U: (out, rank), V: (fan_in, rank) fixed   *-xs
+    V     = W + g·s·delta
+    lora, lora-xs    W' = V
+    dora-rows(-xs)   W' = m_g ⊙_rows V / (‖V‖_row + eps)      magnitude (out,)
+    dora-cols(-xs)   W' = m_g ⊙_cols V / (‖V‖_col + eps)      magnitude (fan_in,)
+    bora(-xs)        R  = r_g ⊙_rows V / (‖V‖_row + eps)      magnitude_r (out,)
+                     W' = c_g ⊙_cols R / (‖R‖_col + eps)      magnitude_c (fan_in,)
 
-Init (both): A ~ kaiming_uniform(a=√5) (bound 1/√fan_in), B = 0, and for dora-rows
-m = ‖W‖_row of the weight at attach time. The bias is never adapted.
+‖·‖_row is the L2 norm over the input axis (dim 1, one value per output row), ‖·‖_col over the
+output axis (dim 0, one value per input column); no norm is detached. A magnitude is blended
+toward the base weight's own norm along its axis when g ≠ 1 (underfit's `_blend_magnitude`):
+m_g = m at g = 1, ‖W‖ + g·(m − ‖W‖) otherwise; and W' = W exactly at g = 0, for every type.
+
+Init: A ~ kaiming_uniform(a=√5) (bound 1/√fan_in), B = 0, M = 0; each magnitude the norm of W
+along its axis at attach time; U, V the sign-canonical truncated SVD of W (`svd_bases`), given
+or computed at attach time. The bias is never adapted. Trained: lora_A, lora_B, magnitude,
+magnitude_r, magnitude_c, M_xs (each type's own); U and V are fixed buffers, not in the adapter
+state (underfit's file leaves them out; a loader rebuilds them from the base weight).
 
 PEFT. `lora` *is* PEFT's LoRA layer here: `LoraConfig(r=rank, lora_alpha=alpha,
 init_lora_weights=True, lora_dropout=0, use_dora=False)` computes W·x + s·B·(A·x), the same
 function with the same init and the same scale, in activation space. PEFT's `use_dora=True` is
 NOT underfit's `dora-rows`: its magnitude is also per output row with the same init and its
 forward is the same function (without the 1e-12), but it detaches ‖V‖_row (DoRA paper §4.3), so
-the gradients of A and B differ. tests/adapters/test_torch_lora.py shows both facts. dora-rows
-is therefore implemented here (`DoRARows`), in activation space like PEFT's DoRA:
+the gradients of A and B differ. tests/adapters/test_torch_lora.py shows both facts. PEFT has
+no column or two-sided magnitude and no fixed-basis core (dora-cols, bora, the -xs types), so
+every type but `lora` is this module's own (`UnderfitAdapter` and its subclasses).
 
-    y = (m_g / (‖V‖_row + 1e-12)) ⊙ (W·x + g·s·B·(A·x)) + b
+The forward, in activation space where it can be, as a correction to the base layer's own
+output. With r the row factor m_g/(‖V‖_row + eps) (1 for a type without a row magnitude) and c
+the column factor (1 for a type without a column magnitude), W'·x = r ⊙ (V·(c ⊙ x)), so
 
-computed as a correction to the base layer's own output, so that it is the base's output bit
-for bit at init. On nn.Linear this never forms a dense weight gradient (the base is frozen);
-‖V‖_row needs a dense V, whose cost has no token factor. On nn.Conv1d the update B·A is applied
-as a convolution weight of the base's shape (any stride, padding, dilation, groups).
+    y = base(c ⊙ x) + (r − 1) ⊙ (base(c ⊙ x) − b) + r ⊙ (g·s·delta·(c ⊙ x))
 
-Dtypes. Adapter parameters live in fp32 over a fp16/bf16 base (underfit's `base_precision`),
-and in the base's dtype when that is fp32 or fp64. The casts:
-- the base layer runs as it is: W·x + b in the base dtype, on the input as given;
-- the input is cast to the adapter dtype for A and B (PEFT's `_cast_input_dtype` for `lora`);
-- dora-rows upcasts W to build V and its row norms, and upcasts the base output (and b, to
-  recover W·x) to combine it with the adapter output; both types add in the adapter dtype and
-  cast the sum back to the base output's dtype.
-The casts are explicit, so no autocast is needed; under autocast torch recasts the small adapter
-matmuls to half precision, as underfit's "16-mixed" does.
+At init (B = 0 or M = 0; r and c exactly 1, which holds in fp32 and half precision where
+‖W‖ ≫ 1e-12 relative to the dtype's precision) this is the base's output bit for bit. On
+nn.Linear delta·x is the low-rank chain (A then B; Vᵀ then M then U), so no dense weight
+gradient is ever formed (the base is frozen); the norms need a dense V, whose cost has no token
+factor, and lora-xs needs nothing dense. On nn.Conv1d delta is applied as a convolution weight
+of the base's shape (any stride, padding, dilation, groups); a column factor there scales an
+(input channel, tap) pair, which is no scaling of the input, so dora-cols(-xs) and bora(-xs) on
+a Conv1d form W' and convolve with it cast to the base dtype, as underfit's parametrization
+does (also the base's output bit for bit at init: W' is then W exactly).
 
-Not handled: dropout on the adapter (underfit uses none), the other underfit types (dora-cols,
-bora, *-xs), grouped or dilated convolutions for `lora` (PEFT's conv LoRA is a different
-function there; `dora-rows` handles them), stacked adapters.
+Dtypes. Adapter parameters (and U, V) live in fp32 over a fp16/bf16 base (underfit's
+`base_precision`), and in the base's dtype when that is fp32 or fp64. The casts:
+- the base layer runs as it is: W·x + b in the base dtype, on the input as given (times c,
+  rounded to the input's dtype, for the column types on nn.Linear);
+- the input is cast to the adapter dtype for the low-rank chain (PEFT's `_cast_input_dtype`
+  for `lora`);
+- the factors upcast W to build V and its norms, and upcast the base output (and b, to recover
+  W·x) to combine it with the adapter output; the sum is formed in the adapter dtype and cast
+  back to the base output's dtype. underfit adds lora-xs' update to W in the base dtype instead;
+  the two agree to the base dtype's rounding.
+In fp64 the factors are not exactly 1 at init (‖W‖/(‖W‖ + 1e-12)), so there the normed types
+differ from the base by ~1e-12/‖W‖ relative, as in stable-audio-3. The casts are explicit, so no
+autocast is needed; under autocast torch recasts the small adapter matmuls to half precision, as
+underfit's "16-mixed" does.
+
+Not handled: dropout on the adapter (underfit uses none), grouped or dilated convolutions for
+`lora` (PEFT's conv LoRA is a different function there; every other type handles them),
+stacked adapters.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import ClassVar
 
 import peft
 import torch
 import torch.nn.functional as F
 from peft.tuners.lora import layer as peft_lora
-from torch import nn
+from torch import Tensor, nn
 
-ADAPTER_TYPES = ("lora", "dora-rows")
+from tunesmith.adapters.svd_bases import Bases, BasesError, canonical_bases
+
+ADAPTER_TYPES = (
+    "lora",
+    "dora-rows",
+    "dora-cols",
+    "bora",
+    "lora-xs",
+    "dora-rows-xs",
+    "dora-cols-xs",
+    "bora-xs",
+)
+XS_TYPES = tuple(t for t in ADAPTER_TYPES if t.endswith("-xs"))
+# The types whose row norms stable-audio-3's `save_lora_safetensors(model=...)` bakes: names
+# starting with "dora" whose norm is along dim 1.
+BAKED_TYPES = ("dora-rows", "dora-rows-xs")
+BAKED_NORM = "baked_vnorm_row"
 ADAPTABLE = (nn.Linear, nn.Conv1d)  # underfit's target types (training/lora.py)
 PEFT_ADAPTER = "default"  # the adapter name inside PEFT's layers
 PARAM_PREFIX = "parametrizations.weight.0"  # underfit's key: <layer>.parametrizations.weight.0.X
-DORA_EPS = 1e-12  # added to ‖V‖_row, as stable-audio-3's dora_forward does
+DORA_EPS = 1e-12  # added to every norm a magnitude divides by, as stable-audio-3's forwards do
 
 
 class AdapterError(ValueError):
@@ -72,20 +114,36 @@ def adapter_dtype(base_dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(base_dtype, torch.float32)
 
 
-class _DoRAParameters(nn.Module):
-    """A, B and m of one layer, in a child module: see DoRARows.__init__."""
+class _AdapterTensors(nn.Module):
+    """One layer's trained tensors (underfit's names, in its order) and fixed U, V buffers."""
 
-    def __init__(self, lora_A: torch.Tensor, lora_B: torch.Tensor, magnitude: torch.Tensor) -> None:
+    def __init__(self, params: dict[str, torch.Tensor], bases: Bases | None) -> None:
         super().__init__()
-        self.lora_A = nn.Parameter(lora_A)
-        self.lora_B = nn.Parameter(lora_B)
-        self.magnitude = nn.Parameter(magnitude)
+        for name, tensor in params.items():
+            self.register_parameter(name, nn.Parameter(tensor))
+        if bases is not None:
+            # Not persistent: derived from the base weight, so not in a state_dict (nor in
+            # underfit's file).
+            self.register_buffer("U", bases[0], persistent=False)
+            self.register_buffer("V", bases[1], persistent=False)
 
 
-class DoRARows(nn.Module):
-    """underfit's `dora-rows` around a frozen nn.Linear or nn.Conv1d (formula: module docstring)."""
+class UnderfitAdapter(nn.Module):
+    """One of underfit's types (not `lora`, which is PEFT's) around a frozen nn.Linear or
+    nn.Conv1d; the subclass names the type (formula: module docstring)."""
 
-    def __init__(self, base_layer: nn.Linear | nn.Conv1d, rank: int, alpha: float) -> None:
+    adapter_type: ClassVar[str]
+    ROWS: ClassVar[str | None] = None  # the row magnitude's name, when the type has one
+    COLS: ClassVar[str | None] = None  # the column magnitude's name, when the type has one
+    XS: ClassVar[bool] = False  # delta = U·M·Vᵀ (else B·A)
+
+    def __init__(
+        self,
+        base_layer: nn.Linear | nn.Conv1d,
+        rank: int,
+        alpha: float,
+        bases: Bases | None = None,
+    ) -> None:
         super().__init__()
         # The base first and the adapter in a child after it, so that a model's first parameter
         # stays a base weight (diffusers' `ModelMixin.dtype` is the first floating parameter's
@@ -97,16 +155,39 @@ class DoRARows(nn.Module):
         out_features, fan_in = weight.shape[0], weight[0].numel()
         self.rank, self.alpha, self.scaling = rank, alpha, alpha / rank
         self.strength = 1.0
-        lora_A = torch.empty(rank, fan_in, dtype=dtype, device=device)
-        nn.init.kaiming_uniform_(lora_A, a=math.sqrt(5))
-        lora_B = torch.zeros(out_features, rank, dtype=dtype, device=device)
-        # ‖W‖_row of the weight as it is now, by the same norm as the forward's, so that at
-        # init factor = m / ‖V‖_row is exactly 1 (fp32, half). underfit takes the norm of the
-        # fp32 weights and casts the base to half afterwards, so over a half base its step 0
+        params = {}
+        if self.XS:
+            params["M_xs"] = torch.zeros(rank, rank, dtype=dtype, device=device)
+            if bases is None:
+                bases = canonical_bases(weight, rank)
+            u, v = bases
+            if u.dim() != 2 or v.dim() != 2 or u.shape[0] != out_features or v.shape[0] != fan_in:
+                raise AdapterError(
+                    f"bases U {tuple(u.shape)}, V {tuple(v.shape)} do not fit a "
+                    f"{out_features}x{fan_in} weight: U is (out, ≥rank), V (fan_in, ≥rank)"
+                )
+            if u.shape[1] < rank or v.shape[1] < rank:
+                raise AdapterError(f"bases of rank {min(u.shape[1], v.shape[1])} < rank {rank}")
+            # Truncated to the rank, as stable-audio-3 does with underfit's full precomputed
+            # bases.
+            bases = tuple(b[:, :rank].to(device=device, dtype=dtype).contiguous() for b in bases)
+        else:
+            params["lora_A"] = torch.empty(rank, fan_in, dtype=dtype, device=device)
+            nn.init.kaiming_uniform_(params["lora_A"], a=math.sqrt(5))
+            params["lora_B"] = torch.zeros(out_features, rank, dtype=dtype, device=device)
+            bases = None
+        # ‖W‖ of the weight as it is now, by the same norm as the forward's, so that at init
+        # every factor m / ‖V‖ is exactly 1 (fp32, half). underfit takes the norm of the fp32
+        # weights and casts the base to half afterwards, so over a half base its step 0
         # differs from the base model by the rounding of W.
-        magnitude = torch.linalg.vector_norm(weight.reshape(out_features, -1).to(dtype), dim=1)
-        self.adapter = _DoRAParameters(lora_A, lora_B, magnitude)
+        w2d = weight.reshape(out_features, -1).to(dtype)
+        if self.ROWS:
+            params[self.ROWS] = torch.linalg.vector_norm(w2d, dim=1)
+        if self.COLS:
+            params[self.COLS] = torch.linalg.vector_norm(w2d, dim=0)
+        self.adapter = _AdapterTensors(params, bases)
 
+    # underfit's tensor names; a type without one raises AttributeError.
     @property
     def lora_A(self) -> nn.Parameter:  # (rank, fan_in)
         return self.adapter.lora_A
@@ -116,8 +197,28 @@ class DoRARows(nn.Module):
         return self.adapter.lora_B
 
     @property
-    def magnitude(self) -> nn.Parameter:  # (out,)
+    def M_xs(self) -> nn.Parameter:  # noqa: N802 (underfit's name)  (rank, rank)
+        return self.adapter.M_xs
+
+    @property
+    def U(self) -> torch.Tensor:  # noqa: N802  (out, rank), fixed
+        return self.adapter.U
+
+    @property
+    def V(self) -> torch.Tensor:  # noqa: N802  (fan_in, rank), fixed
+        return self.adapter.V
+
+    @property
+    def magnitude(self) -> nn.Parameter:  # (out,) for the row types, (fan_in,) for the column
         return self.adapter.magnitude
+
+    @property
+    def magnitude_r(self) -> nn.Parameter:  # (out,)
+        return self.adapter.magnitude_r
+
+    @property
+    def magnitude_c(self) -> nn.Parameter:  # (fan_in,)
+        return self.adapter.magnitude_c
 
     @property
     def weight(self) -> torch.Tensor:
@@ -127,65 +228,185 @@ class DoRARows(nn.Module):
     def bias(self) -> torch.Tensor | None:
         return self.base_layer.bias
 
+    @property
+    def param_dtype(self) -> torch.dtype:
+        """The adapter dtype (`adapter_dtype` of the base weight's at attach time)."""
+        return next(self.adapter.parameters()).dtype
+
+    def trained(self) -> dict[str, nn.Parameter]:
+        """The trained tensors by underfit's names, in its order (A, B or M, then magnitudes)."""
+        return dict(self.adapter.named_parameters())
+
+    def delta(self) -> torch.Tensor:
+        """The unscaled update B·A or U·M·Vᵀ, (out, fan_in), in the adapter dtype."""
+        if self.XS:
+            return self.U @ self.M_xs @ self.V.T
+        return self.lora_B @ self.lora_A
+
+    def _low_rank(self, x: torch.Tensor) -> torch.Tensor:
+        """delta·x on an nn.Linear's input (adapter dtype), without forming delta."""
+        if self.XS:
+            return F.linear(F.linear(x @ self.V, self.M_xs), self.U)
+        return F.linear(F.linear(x, self.lora_A), self.lora_B)
+
     def _base_2d(self) -> torch.Tensor:
         weight = self.base_layer.weight
-        return weight.detach().reshape(weight.shape[0], -1).to(self.lora_A.dtype)
+        return weight.detach().reshape(weight.shape[0], -1).to(self.param_dtype)
 
-    def _row_factor(self) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """(m_g / (‖V‖_row + eps), B·A, g·s): what both the forward and the merge need."""
+    def _blend(self, magnitude: torch.Tensor, base: torch.Tensor, dim: int) -> torch.Tensor:
+        """underfit's `_blend_magnitude`: m at strength 1, ‖W‖ + g·(m − ‖W‖) otherwise."""
+        if self.strength == 1.0:
+            return magnitude
+        base_norm = torch.linalg.vector_norm(base, dim=dim)
+        return base_norm + self.strength * (magnitude - base_norm)
+
+    def _factors(
+        self, dense: bool
+    ) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None, float]:
+        """(row factor (out,) or None, column factor (fan_in,) or None, delta, V or None, g·s).
+
+        delta and V = W + g·s·delta are formed when a norm needs them or `dense` asks for them.
+        """
         g_s = self.scaling * self.strength
-        delta = self.lora_B @ self.lora_A
+        if not (self.ROWS or self.COLS or dense):
+            return None, None, None, None, g_s
+        delta = self.delta()
         base = self._base_2d()
-        norm = torch.linalg.vector_norm(base + g_s * delta, dim=1)  # not detached: underfit
-        magnitude = self.magnitude
-        if self.strength != 1.0:
-            base_norm = torch.linalg.vector_norm(base, dim=1)
-            magnitude = base_norm + self.strength * (magnitude - base_norm)
-        return magnitude / (norm + DORA_EPS), delta, g_s
+        v = base + g_s * delta
+        rows = cols = None
+        if self.ROWS:
+            norm = torch.linalg.vector_norm(v, dim=1)  # not detached: underfit
+            rows = self._blend(getattr(self.adapter, self.ROWS), base, 1) / (norm + DORA_EPS)
+        if self.COLS:
+            scaled = v if rows is None else rows.unsqueeze(1) * v  # bora: R = r ⊙_rows V
+            norm = torch.linalg.vector_norm(scaled, dim=0)
+            cols = self._blend(getattr(self.adapter, self.COLS), base, 0) / (norm + DORA_EPS)
+        return rows, cols, delta, v, g_s
+
+    def _dense(self) -> torch.Tensor:
+        """W' (out, fan_in) in the adapter dtype at the current (non-zero) strength."""
+        rows, cols, _, v, _ = self._factors(dense=True)
+        w = v if rows is None else rows.unsqueeze(1) * v
+        return w if cols is None else w * cols.unsqueeze(0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        base = self.base_layer
         if self.strength == 0:
-            return self.base_layer(x)
-        base, weight = self.base_layer, self.base_layer.weight
-        result = base(x)  # W·x + b: the big matmul, in the base dtype, as the base computes it
-        factor, delta, g_s = self._row_factor()
-        dtype = factor.dtype
-        if isinstance(base, nn.Linear):
-            adapter_out = F.linear(F.linear(x.to(dtype), self.lora_A), self.lora_B)
-            channel, bias = factor, base.bias
+            return base(x)
+        conv = isinstance(base, nn.Conv1d)
+        if conv and self.COLS:
+            weight = self._dense().view(base.weight.shape).to(base.weight.dtype)
+            return base._conv_forward(x, weight, base.bias)
+        rows, cols, delta, _, g_s = self._factors(dense=conv)
+        dtype = self.param_dtype
+        xa = x.to(dtype)
+        if cols is not None:  # nn.Linear: W'·x = r ⊙ V·(c ⊙ x)
+            xa = xa * cols
+            result = base(xa.to(x.dtype))
         else:
-            adapter_out = base._conv_forward(x.to(dtype), delta.view(weight.shape), None)
-            channel = factor.unsqueeze(-1)  # (out, 1) against (N, out, L) or (out, L)
+            result = base(x)  # W·x + b: the big matmul, in the base dtype, as the base runs it
+        if conv:
+            adapter_out = base._conv_forward(xa, delta.view(base.weight.shape), None)
+            channel = None if rows is None else rows.unsqueeze(-1)  # (out, 1) against (…, out, L)
             bias = None if base.bias is None else base.bias.unsqueeze(-1)
-        # factor ⊙ (W·x + g·s·B·A·x) + b, written as a correction to the base output (as PEFT's
-        # DoRA does), so that at init (factor exactly 1, B = 0) the output is the base's bit
-        # for bit. factor is exactly 1 there when ‖W‖_row ≫ 1e-12 relative to the dtype's
-        # precision: true in fp32 and half, not in fp64 (the difference is then ~1e-12/‖W‖).
+        else:
+            adapter_out = self._low_rank(xa)
+            channel, bias = rows, base.bias
         full = result.to(dtype)
-        plain = full if bias is None else full - bias.to(dtype)  # W·x
-        out = full + ((channel - 1) * plain + channel * (g_s * adapter_out))
+        if channel is None:
+            out = full + g_s * adapter_out
+        else:
+            # r ⊙ (W·x + g·s·delta·x) + b, written as a correction to the base output (as
+            # PEFT's DoRA does), so that at init (r exactly 1, a zero update) the output is
+            # the base's bit for bit (see the module docstring for when r is exactly 1).
+            plain = full if bias is None else full - bias.to(dtype)  # W·x
+            out = full + ((channel - 1) * plain + channel * (g_s * adapter_out))
         return out.to(result.dtype)
 
     def merged_weight(self) -> torch.Tensor:
-        """W' in the adapter dtype, shaped like the base weight (stable-audio-3's dora_forward)."""
+        """W' in the adapter dtype, shaped like the base weight (stable-audio-3's forwards)."""
         weight = self.base_layer.weight
         if self.strength == 0:
-            return weight.detach().to(self.lora_A.dtype)
-        factor, delta, g_s = self._row_factor()
-        return (factor.unsqueeze(1) * (self._base_2d() + g_s * delta)).view(weight.shape)
+            return weight.detach().to(self.param_dtype)
+        return self._dense().view(weight.shape)
 
     def baked_row_norm(self) -> torch.Tensor:
-        """‖W + s·B·A‖_row in fp32 at strength 1, without eps: stable-audio-3's baked_vnorm_row."""
+        """‖W + s·delta‖_row, fp32, strength 1, no eps: stable-audio-3's `baked_vnorm_row`."""
         base = self._base_2d().float()
-        return torch.linalg.vector_norm(
-            base + self.scaling * (self.lora_B @ self.lora_A).float(), dim=1
-        )
+        return torch.linalg.vector_norm(base + self.scaling * self.delta().float(), dim=1)
 
     def extra_repr(self) -> str:
-        return f"rank={self.rank}, alpha={self.alpha}, strength={self.strength}"
+        return (
+            f"{self.adapter_type}, rank={self.rank}, alpha={self.alpha}, strength={self.strength}"
+        )
 
 
-AdapterLayer = DoRARows | peft_lora.LoraLayer
+class DoRARows(UnderfitAdapter):
+    """underfit's `dora-rows`: lora_A, lora_B, magnitude (out,)."""
+
+    adapter_type = "dora-rows"
+    ROWS = "magnitude"
+
+
+class DoRACols(UnderfitAdapter):
+    """underfit's `dora-cols`: lora_A, lora_B, magnitude (fan_in,)."""
+
+    adapter_type = "dora-cols"
+    COLS = "magnitude"
+
+
+class BoRA(UnderfitAdapter):
+    """underfit's `bora`: lora_A, lora_B, magnitude_r (out,), magnitude_c (fan_in,)."""
+
+    adapter_type = "bora"
+    ROWS, COLS = "magnitude_r", "magnitude_c"
+
+
+class LoRAXS(UnderfitAdapter):
+    """underfit's `lora-xs`: M_xs (rank, rank) between the fixed bases U and V."""
+
+    adapter_type = "lora-xs"
+    XS = True
+
+
+class DoRARowsXS(UnderfitAdapter):
+    """underfit's `dora-rows-xs`: M_xs, magnitude (out,)."""
+
+    adapter_type = "dora-rows-xs"
+    ROWS, XS = "magnitude", True
+
+
+class DoRAColsXS(UnderfitAdapter):
+    """underfit's `dora-cols-xs`: M_xs, magnitude (fan_in,)."""
+
+    adapter_type = "dora-cols-xs"
+    COLS, XS = "magnitude", True
+
+
+class BoRAXS(UnderfitAdapter):
+    """underfit's `bora-xs`: M_xs, magnitude_r (out,), magnitude_c (fan_in,)."""
+
+    adapter_type = "bora-xs"
+    ROWS, COLS, XS = "magnitude_r", "magnitude_c", True
+
+
+ADAPTER_CLASSES: dict[str, type[UnderfitAdapter]] = {
+    cls.adapter_type: cls
+    for cls in (DoRARows, DoRACols, BoRA, LoRAXS, DoRARowsXS, DoRAColsXS, BoRAXS)
+}
+# The trained tensors of each type, in order: underfit's `name_is_lora` names, what its file holds.
+TYPE_PARAMS = {
+    "lora": ("lora_A", "lora_B"),
+    "dora-rows": ("lora_A", "lora_B", "magnitude"),
+    "dora-cols": ("lora_A", "lora_B", "magnitude"),
+    "bora": ("lora_A", "lora_B", "magnitude_r", "magnitude_c"),
+    "lora-xs": ("M_xs",),
+    "dora-rows-xs": ("M_xs", "magnitude"),
+    "dora-cols-xs": ("M_xs", "magnitude"),
+    "bora-xs": ("M_xs", "magnitude_r", "magnitude_c"),
+}
+
+AdapterLayer = UnderfitAdapter | peft_lora.LoraLayer
 
 
 def _check_layer(layer: nn.Module, adapter_type: str, rank: int, alpha: float) -> None:
@@ -198,10 +419,18 @@ def _check_layer(layer: nn.Module, adapter_type: str, rank: int, alpha: float) -
         raise AdapterError(f"rank must be an integer ≥ 1, got {rank!r}")
     if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha > 0):
         raise AdapterError(f"alpha must be a finite number > 0, got {alpha!r}")
-    if not isinstance(layer, ADAPTABLE) or isinstance(layer, DoRARows | peft_lora.LoraLayer):
+    if not isinstance(layer, ADAPTABLE) or isinstance(layer, AdapterLayer):
         raise AdapterError(
             f"cannot adapt a {type(layer).__name__}: underfit adapts nn.Linear and nn.Conv1d"
         )
+    if adapter_type in XS_TYPES:
+        out_features, fan_in = layer.weight.shape[0], layer.weight[0].numel()
+        if rank > min(out_features, fan_in):
+            raise AdapterError(
+                f"{adapter_type} needs rank ≤ min(out, fan_in) = {min(out_features, fan_in)} "
+                f"for this {out_features}x{fan_in} weight (its SVD has no more vectors), got "
+                f"rank {rank}; lower the rank or exclude the layer"
+            )
     if adapter_type == "lora" and isinstance(layer, nn.Conv1d):
         # PEFT's conv A copies kernel, stride and padding only: other settings would change
         # the function (and grouped convs get a grouped B, not underfit's dense B·A).
@@ -213,15 +442,21 @@ def _check_layer(layer: nn.Module, adapter_type: str, rank: int, alpha: float) -
             )
 
 
-def from_base(layer: nn.Module, rank: int, alpha: float, adapter_type: str) -> AdapterLayer:
-    """An adapter of `adapter_type` around `layer`, initialised as underfit does (B = 0).
+def from_base(
+    layer: nn.Module, rank: int, alpha: float, adapter_type: str, bases: Bases | None = None
+) -> AdapterLayer:
+    """An adapter of `adapter_type` around `layer`, initialised as underfit does (B = 0, M = 0).
 
-    The base layer is frozen; the adapter's parameters are trainable.
+    `bases` (U, V) serve an -xs type (at least `rank` columns each; truncated to it); without
+    them the SVD runs here. The base layer is frozen; the adapter's parameters are trainable.
     """
     _check_layer(layer, adapter_type, rank, alpha)
     layer.requires_grad_(False)
-    if adapter_type == "dora-rows":
-        return DoRARows(layer, rank, alpha)
+    if adapter_type in ADAPTER_CLASSES:
+        try:
+            return ADAPTER_CLASSES[adapter_type](layer, rank, alpha, bases)
+        except BasesError as e:
+            raise AdapterError(str(e)) from e
     # underfit `lora` == PEFT LoRA with lora_alpha=alpha, r=rank, kaiming A, zero B, no dropout.
     config = peft.LoraConfig(
         r=rank, lora_alpha=alpha, lora_dropout=0.0, init_lora_weights=True, use_dora=False
@@ -239,29 +474,34 @@ def from_base(layer: nn.Module, rank: int, alpha: float, adapter_type: str) -> A
 
 
 def adapter_type_of(module: nn.Module) -> str:
-    if isinstance(module, DoRARows):
-        return "dora-rows"
+    if isinstance(module, UnderfitAdapter):
+        return module.adapter_type
     if isinstance(module, peft_lora.LoraLayer) and not module.lora_variant:
         return "lora"
-    raise AdapterError(f"{type(module).__name__} is not a tunesmith lora or dora-rows adapter")
+    raise AdapterError(f"{type(module).__name__} is not a tunesmith underfit-type adapter")
 
 
 def adapter_layers(model: nn.Module) -> dict[str, AdapterLayer]:
     """Every adapter in `model`, by module name, in module order."""
     return {
-        name: module
-        for name, module in model.named_modules()
-        if isinstance(module, DoRARows | peft_lora.LoraLayer)
+        name: module for name, module in model.named_modules() if isinstance(module, AdapterLayer)
     }
 
 
 def attach(
-    model: nn.Module, targets: list[str], rank: int, alpha: float, adapter_type: str
+    model: nn.Module,
+    targets: list[str],
+    rank: int,
+    alpha: float,
+    adapter_type: str,
+    bases: Mapping[str, Bases] | None = None,
 ) -> dict[str, AdapterLayer]:
     """Freeze `model` and wrap each named layer (module names within `model`) in an adapter.
 
-    Like underfit, the whole model is frozen; only adapter parameters train. Returns the new
-    adapters by name, in the order given.
+    Like underfit, the whole model is frozen; only adapter parameters train. For an -xs type,
+    `bases` maps a layer name to its (U, V) (`svd_bases.BasesCache`); a layer it lacks gets
+    its SVD computed here (underfit's fallback). Returns the new adapters by name, in the order
+    given.
     """
     if not targets:
         raise AdapterError("attach: no target layers given")
@@ -274,10 +514,11 @@ def attach(
             layer = model.get_submodule(name)
         except AttributeError as e:
             raise AdapterError(f"attach: {type(model).__name__} has no layer {name!r}") from e
-        if isinstance(layer, DoRARows | peft_lora.LoraLayer):
+        if isinstance(layer, AdapterLayer):
             raise AdapterError(f"attach: layer {name!r} already has an adapter")
+        layer_bases = bases.get(name) if bases is not None and adapter_type in XS_TYPES else None
         try:
-            adapter = from_base(layer, rank, alpha, adapter_type)
+            adapter = from_base(layer, rank, alpha, adapter_type, layer_bases)
         except AdapterError as e:
             raise AdapterError(f"attach: layer {name!r}: {e}") from e
         _replace(model, name, adapter)
@@ -294,8 +535,8 @@ def _replace(model: nn.Module, name: str, new: nn.Module) -> None:
 
 def _tensors(module: AdapterLayer) -> dict[str, torch.Tensor]:
     """The live adapter tensors of one layer, under underfit's names and shapes."""
-    if isinstance(module, DoRARows):
-        return {"lora_A": module.lora_A, "lora_B": module.lora_B, "magnitude": module.magnitude}
+    if isinstance(module, UnderfitAdapter):
+        return module.trained()
     adapter_type_of(module)
     a, b = module.lora_A[PEFT_ADAPTER].weight, module.lora_B[PEFT_ADAPTER].weight
     # PEFT's conv A is (r, in, k) and B (out, r, 1); underfit's are (r, in·k) and (out, r).
@@ -303,19 +544,21 @@ def _tensors(module: AdapterLayer) -> dict[str, torch.Tensor]:
 
 
 def adapter_state(model: nn.Module, *, baked_norms: bool = False) -> dict[str, torch.Tensor]:
-    """`<layer>.parametrizations.weight.0.<lora_A|lora_B|magnitude>` → a detached copy.
+    """`<layer>.parametrizations.weight.0.<tensor>` → a detached copy, per `TYPE_PARAMS`.
 
     Layer names are module names within `model`; shapes are underfit's: lora_A (rank, fan_in),
-    lora_B (out, rank), magnitude (out,). With `baked_norms`, each dora-rows layer also gets
-    `baked_vnorm_row` (fp32), which stable-audio-3's `save_lora_safetensors(model=...)` adds
-    so a loader can rebuild W' without the base weights.
+    lora_B (out, rank), M_xs (rank, rank), magnitude (out,) for dora-rows(-xs) and (fan_in,) for
+    dora-cols(-xs), magnitude_r (out,), magnitude_c (fan_in,). U and V are not included. With
+    `baked_norms`, each dora-rows and dora-rows-xs layer also gets `baked_vnorm_row` (fp32),
+    which stable-audio-3's `save_lora_safetensors(model=...)` adds so a loader can rebuild W'
+    without the base weights.
     """
     state = {}
     for name, module in adapter_layers(model).items():
         for param, tensor in _tensors(module).items():
             state[f"{name}.{PARAM_PREFIX}.{param}"] = tensor.detach().clone()
-        if baked_norms and isinstance(module, DoRARows):
-            state[f"{name}.{PARAM_PREFIX}.baked_vnorm_row"] = module.baked_row_norm().detach()
+        if baked_norms and adapter_type_of(module) in BAKED_TYPES:
+            state[f"{name}.{PARAM_PREFIX}.{BAKED_NORM}"] = module.baked_row_norm().detach()
     return state
 
 
@@ -323,7 +566,7 @@ def load_adapter_state(model: nn.Module, state: dict[str, torch.Tensor]) -> None
     """Copy an `adapter_state`-shaped dict into the adapters already attached to `model`.
 
     Strict: every adapter tensor must be present with underfit's shape, and no key may be left
-    over. `baked_vnorm_row` entries of dora-rows layers are accepted and ignored (derived).
+    over. `baked_vnorm_row` entries of dora-rows(-xs) layers are accepted and ignored (derived).
     Values are cast to each adapter's dtype.
     """
     layers = adapter_layers(model)
@@ -334,9 +577,9 @@ def load_adapter_state(model: nn.Module, state: dict[str, torch.Tensor]) -> None
         for param, tensor in _tensors(module).items():
             expected[f"{name}.{PARAM_PREFIX}.{param}"] = tensor
     derived = {
-        f"{name}.{PARAM_PREFIX}.baked_vnorm_row"
+        f"{name}.{PARAM_PREFIX}.{BAKED_NORM}"
         for name, module in layers.items()
-        if isinstance(module, DoRARows)
+        if adapter_type_of(module) in BAKED_TYPES
     }
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected) - derived)
@@ -358,11 +601,11 @@ def load_adapter_state(model: nn.Module, state: dict[str, torch.Tensor]) -> None
 
 
 def adapter_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """The trainable adapter parameters, in module order (A, B, magnitude per layer)."""
+    """The trainable adapter parameters, in module order (per layer as `TYPE_PARAMS`)."""
     params = []
     for module in adapter_layers(model).values():
-        if isinstance(module, DoRARows):
-            params += [module.lora_A, module.lora_B, module.magnitude]
+        if isinstance(module, UnderfitAdapter):
+            params += list(module.trained().values())
         else:
             params += [module.lora_A[PEFT_ADAPTER].weight, module.lora_B[PEFT_ADAPTER].weight]
     return params
@@ -371,7 +614,7 @@ def adapter_parameters(model: nn.Module) -> list[nn.Parameter]:
 def set_strength(model: nn.Module, strength: float) -> None:
     """Scale every adapter in `model` (1.0 = as trained, 0.0 = exactly the base model)."""
     for module in adapter_layers(model).values():
-        if isinstance(module, DoRARows):
+        if isinstance(module, UnderfitAdapter):
             module.strength = float(strength)
         else:
             module.set_scale(PEFT_ADAPTER, float(strength))  # scaling = strength·alpha/rank
@@ -379,7 +622,7 @@ def set_strength(model: nn.Module, strength: float) -> None:
 
 def merged_weight(module: AdapterLayer) -> torch.Tensor:
     """The effective weight W' (adapter dtype, the base weight's shape) at the current strength."""
-    if isinstance(module, DoRARows):
+    if isinstance(module, UnderfitAdapter):
         return module.merged_weight()
     adapter_type_of(module)
     weight = module.get_base_layer().weight
@@ -393,7 +636,7 @@ def merged_weight(module: AdapterLayer) -> torch.Tensor:
 def merge(model: nn.Module) -> None:
     """Replace every adapter by its base layer holding W' (cast to the base dtype)."""
     for name, module in adapter_layers(model).items():
-        base = module.base_layer if isinstance(module, DoRARows) else module.get_base_layer()
+        base = module.base_layer if isinstance(module, UnderfitAdapter) else module.get_base_layer()
         with torch.no_grad():
             base.weight.copy_(merged_weight(module).to(base.weight.dtype))
         _replace(model, name, base)
