@@ -29,3 +29,29 @@ def test_half_shuffled_half_subsets_and_the_trigger_eighty_percent():
     assert abs(counts[1] / len(prompts) - 0.5 / 4) < 0.015
     again = [training_prompt(pieces, random.Random(0), "lpz") for _ in range(1)]
     assert again[0] == prompts[0]
+
+
+def test_relabel_renames_only_the_tags_given_and_keeps_their_order():
+    from types import MappingProxyType
+
+    from tunesmith.families.stable_audio_3.prompts import DISPLAY, relabel
+
+    pieces = prompt_tags("a warm loop", "json", {"bpm": "92", "date": "2024", "title": "A: B"})
+    display = MappingProxyType({**DISPLAY, "date": "Date", "title": "Name"})
+    assert relabel(pieces, display) == [
+        "Name: A: B",
+        "Date: 2024",
+        "BPM: 92",
+        "Prompt: a warm loop",
+    ]
+    assert relabel(pieces, MappingProxyType(DISPLAY)) == pieces
+    assert relabel(["free text", "Year:2024"], display) == ["free text", "Year:2024"]
+
+
+def test_lyrics_never_reach_a_prompt():
+    from tunesmith.families.stable_audio_3.prompts import LYRICS
+
+    pieces = prompt_tags("a song", "json", {"lyrics": "la la la", "genre": "pop"})
+    assert pieces == ["Genre: pop", "Prompt: a song"]
+    assert all("la la" not in training_prompt(pieces, random.Random(s)) for s in range(50))
+    assert LYRICS == ""

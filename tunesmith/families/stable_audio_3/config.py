@@ -93,6 +93,24 @@ class Sa3Train(TrainConfig):
     latent_crop_length: Count = 1300  # underfit: sm-music/sfx ≈ 120 s
     checkpoint_every: Count = 1000  # underfit
     trigger_probability: Fraction = 0.8  # underfit prompt templates: trigger prepended 80%
+    # underfit's prompt options, each at the default of its prompt templates
+    # (dataset_processing/prompt_templates.py, the `prompt_config` its dashboard writes); the
+    # names flatten underfit's (balance.tags → balance_tags, path_opts.hide_ext →
+    # path_hide_ext), the rules are in prompts.py. The sources a training prompt is drawn from
+    # and their weights: with only the tags in use the paths' 50 weighs nothing.
+    use_tags: bool = True
+    use_paths: bool = False
+    use_fixed: bool = False
+    balance_tags: NonNegative = 50
+    balance_paths: NonNegative = 50
+    balance_fixed: NonNegative = 0
+    fixed_text: str = ""  # the fixed source's prompt
+    path_hide_ext: bool = False
+    path_hide_dirs: bool = False
+    path_hide_topmost_dir: bool = False
+    # "key=Name": a tag's name in the prompt instead of underfit's (prompts.DISPLAY), e.g.
+    # "date=Date"; a list rather than a table, so that the frozen section stays hashable.
+    tag_display: tuple[str, ...] = ()
     # AdamW and the lr schedule of underfit's Stable Audio 3 model templates
     # (dashboard/models/<model>/training_template.json, training.optimizer_configs.diffusion;
     # the same for sa3-medium, sa3-sm-music and sa3-sm-sfx). torch's AdamW defaults differ:

@@ -3,7 +3,8 @@
 t ∈ {0.125, 0.375, 0.625, 0.875} (four levels spread over the noise range, as kvad's SDXL
 trainer uses 125/375/625/875 of 1000). Each held-out item is cropped from its first frame, and
 its noise for each level is drawn once from the run's seed, so two measurements differ only by
-what the adapter learned. No CFG dropout; prompts are the items' full prompts with the trigger."""
+what the adapter learned. No CFG dropout; prompts are the items' full prompts with the trigger,
+under the run's prompt options (`prompts.validation_prompt`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Callable
 import torch
 
 from tunesmith.families.stable_audio_3.data import Batch, Item, collate, crop
-from tunesmith.families.stable_audio_3.prompts import full_prompt
+from tunesmith.families.stable_audio_3.prompts import PromptOptions, validation_prompt
 
 LEVELS = (0.125, 0.375, 0.625, 0.875)
 # Per-sample losses: (batch, prompts, t [B], noise [B, D, L], drop [B] bool) → [B].
@@ -20,10 +21,19 @@ LossFn = Callable[[Batch, list[str], torch.Tensor, torch.Tensor, torch.Tensor], 
 
 
 class Validation:
-    def __init__(self, items: list[Item], crop_length: int, seed: int, trigger: str = "") -> None:
+    def __init__(
+        self,
+        items: list[Item],
+        crop_length: int,
+        seed: int,
+        trigger: str = "",
+        options: PromptOptions | None = None,
+    ) -> None:
         if not items:
             raise ValueError("no validation items")
-        self.prompts = [full_prompt(list(item.pieces), trigger) for item in items]
+        self.prompts = [
+            validation_prompt(list(item.pieces), item.path, options, trigger) for item in items
+        ]
         crops = [crop(item, crop_length, 0) for item in items]
         self.batch = collate(items, crops)
         generator = torch.Generator().manual_seed(seed + 1)  # not the training generator
