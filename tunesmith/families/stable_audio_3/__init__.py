@@ -25,6 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from tunesmith.families.stable_audio_3 import config as settings
+from tunesmith.families.stable_audio_3.prompts import prompt_problems
 from tunesmith.family import ConfigSections, Family
 
 
@@ -34,7 +35,9 @@ class StableAudio3(Family):
     default_for_media = True
     data_parallel = True  # torch: DistributedDataParallel; MLX: ranks under mlx.launch
     item_keys = ("path", "entry", "pieces")  # its latents and its prompt pieces
-    config = ConfigSections(settings.Sa3Adapter, settings.Sa3Train, settings.Sa3Demo)
+    config = ConfigSections(
+        settings.Sa3Adapter, settings.Sa3Train, settings.Sa3Demo, check=prompt_problems
+    )
     files_check = "underfit_contract"
     backends = MappingProxyType(
         {
