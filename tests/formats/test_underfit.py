@@ -285,7 +285,9 @@ def test_write_refuses_what_would_not_be_an_underfit_file(tmp_path):
     with pytest.raises(AdapterFileError, match="'lora_config' is written from"):
         attempt(extra={"lora_config": "{}"})
     with pytest.raises(AdapterFileError, match="not one of"):
-        attempt(config=AdapterConfig(rank=RANK, alpha=ALPHA, adapter_type="bora"))
+        attempt(config=AdapterConfig(rank=RANK, alpha=ALPHA, adapter_type="loha"))
+    with pytest.raises(AdapterFileError, match="'dora' is not one of"):  # legacy: read, not written
+        attempt(config=AdapterConfig(rank=RANK, alpha=ALPHA, adapter_type="dora"))
     assert not good.exists()
 
 
@@ -350,7 +352,7 @@ def test_a_base_model_checkpoint_has_no_parametrization_key(tmp_path):
         ([2, "lora"], None, "lora_config metadata: a JSON object, got list"),
         ({"adapter_type": "lora"}, None, r"lora_config.rank: missing \(required\)"),
         ({"rank": 2}, None, r"lora_config.adapter_type: missing \(required\)"),
-        ({"rank": 0, "adapter_type": "lora"}, None, "lora_config.rank: an integer ≥ 1, got 0"),
+        ({"rank": 2.0, "adapter_type": "lora"}, None, "lora_config.rank: an integer ≥ 1, got 2.0"),
         ({"rank": 2, "adapter_type": "lokr"}, None, "'lokr' is not one of"),
         (
             {"rank": 2, "adapter_type": "lora", "include": "self_attn"},
@@ -378,6 +380,23 @@ def test_alpha_include_and_exclude_are_back_filled(tmp_path):
         "include": [],
         "exclude": [],
     }
+
+
+def test_back_fill_follows_underfits_order_null_filters_and_a_rank_from_the_shapes(tmp_path):
+    # lora_validate.py: setdefault (a stored null stays null), alpha from the stored rank, then
+    # a rank ≤ 0 recovered from the first lora_A's first dimension.
+    config = {"rank": 0, "adapter_type": "lora", "include": None}
+    info = validate_file(save(tmp_path / "a.safetensors", lora_tensors(rank=3), config))
+    assert info.lora_config == {
+        "rank": 3,
+        "adapter_type": "lora",
+        "alpha": 0,
+        "include": None,
+        "exclude": [],
+    }
+    assert info.config == AdapterConfig(rank=3, alpha=0, adapter_type="lora")
+    config = {"rank": -1, "alpha": 4, "adapter_type": "lora"}
+    assert validate_file(save(tmp_path / "b.safetensors", lora_tensors(), config)).config.rank == 2
 
 
 def test_a_file_saved_as_stable_audio_3_saves_it_validates_and_reads(tmp_path):
@@ -473,6 +492,13 @@ def test_legacy_dora_resolves_by_magnitude_shape(tmp_path):
         {**tensors, f"{key}.magnitude": torch.ones(1, 10).half()},
         config,
     )
-    assert validate_file(cols).config.adapter_type == "dora-cols"
-    with pytest.raises(AdapterFileError, match="supported adapter type.*'dora-cols'"):
-        read(cols)
+    state, info = read(cols)
+    assert info.config.adapter_type == "dora-cols"
+    assert state["blocks.0.ff.parametrizations.weight.0.magnitude"].shape == (10,)  # squeezed
+    wrong_axis = save(
+        tmp_path / "wrong.safetensors",
+        {**tensors, f"{key}.magnitude": torch.ones(1, 4).half()},  # (1, out): read as columns
+        config,
+    )
+    with pytest.raises(AdapterFileError, match="one magnitude entry per row or column"):
+        validate_file(wrong_axis)

@@ -1,5 +1,7 @@
-"""A Stable Audio 3 adapter as underfit's file (`tunesmith/formats/underfit.py`): diffusers'
-layer names and the fused QKV's rows mapped onto underfit's (`names.py`)."""
+"""A Stable Audio 3 adapter as underfit's file (`tunesmith/formats/underfit.py`), of any of
+underfit's adapter types: diffusers' layer names and the fused QKV's rows mapped onto underfit's
+(`names.py`). The format decides which tensors of a type are row-indexed (`ROW_PARAMS`: lora_B,
+a row magnitude, magnitude_r, a baked row norm); the hook here reorders them."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ def write_adapter(
     differential: bool,
     metadata: Mapping[str, str],
 ) -> Path:
-    """Write `state` (torch_lora's keys, diffusers' names) of a DiT with or without
-    differential attention as underfit's file; returns its path."""
+    """Write `state` (`<diffusers layer>.parametrizations.weight.0.<param>`, the params of
+    `config.adapter_type`) of a DiT with or without differential attention as underfit's file;
+    returns its path."""
     return underfit.write_adapter_file(
         path,
         state,
@@ -34,8 +37,9 @@ def write_adapter(
 def read_adapter(
     path: Path, differential: bool = True
 ) -> tuple[dict[str, torch.Tensor], underfit.AdapterInfo]:
-    """An underfit file as (adapter state under diffusers' names, AdapterInfo), for a DiT with
-    (`differential`, as the medium and the tiny model) or without differential attention."""
+    """An underfit file of any adapter type as (adapter state under diffusers' names,
+    AdapterInfo), for a DiT with (`differential`, as the medium and the tiny model) or without
+    differential attention."""
     return underfit.read_adapter_file(
         path, to_diffusers_name=sa3_names.to_diffusers, permute_rows=row_permutation(differential)
     )
@@ -55,7 +59,7 @@ def row_permutation(differential: bool):
 
 def _permute_rows(name: str, tensor: torch.Tensor, direction: str) -> torch.Tensor:
     """The fused differential self-attention QKV keeps its rows in another order in underfit's
-    files."""
+    files. Called on the row-indexed tensors only; other layers' are returned as they are."""
     if not sa3_names.is_fused_qkv(name):
         return tensor
     if direction == "to_checkpoint":

@@ -29,6 +29,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from tunesmith.formats.underfit import ROW_PARAMS
+
 DIT_ROOT_DIFFUSERS = "transformer."  # the pipeline component
 DIT_ROOT_UNDERFIT = "model."  # get_lora_state_dict(model.model): reference DiT keys less one model.
 CONDITIONER_ROOT = "conditioners."  # get_lora_state_dict(model.conditioner)
@@ -240,19 +242,9 @@ def adapter_targets(
 _TO_DIFFUSERS = (0, 3, 1, 4, 2)  # diffusers block j = underfit block _TO_DIFFUSERS[j]
 _TO_UNDERFIT = tuple(_TO_DIFFUSERS.index(j) for j in range(5))  # (0, 2, 4, 1, 3)
 
-# Row-indexed adapter tensors of each underfit adapter type (stable-audio-3
-# `models/lora/model.py`); every other tensor of these types is input-side and unchanged.
-ROW_TENSORS = {
-    "lora": {"lora_B"},
-    "dora-rows": {"lora_B", "magnitude"},
-    "dora": {"lora_B", "magnitude"},  # legacy name of dora-rows
-    "dora-cols": {"lora_B"},
-    "bora": {"lora_B", "magnitude_r"},
-    "lora-xs": {"U"},
-    "dora-rows-xs": {"U", "magnitude"},
-    "dora-cols-xs": {"U"},
-    "bora-xs": {"U", "magnitude_r"},
-}
+# Row-indexed adapter tensors of each underfit adapter type (the format's `ROW_PARAMS`, which
+# the file writer and reader permute); every other tensor of these types is input-side.
+ROW_TENSORS = {**ROW_PARAMS, "dora": ROW_PARAMS["dora-rows"]}  # "dora": legacy dora-rows
 _INPUT_TENSORS = {"lora_A", "magnitude", "magnitude_c", "V", "M_xs", "lora_dropout_mask"}
 
 
