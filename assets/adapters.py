@@ -101,7 +101,7 @@ def adapters(
         else:
             for path in plan.edited():  # as good as deleted: written again from the state
                 Path(path).unlink()
-            _train(context, plan, placement, manifest_version)
+            _train(context, plan, placement, manifest_version, roots.store)
             computed += 1
         result = engine.read_result(plan)
         stopped = result.get("extra", {}).get("stopped", "")
@@ -146,7 +146,7 @@ def adapters(
         yield _check(family, rows, record)
 
 
-def _train(context, plan: engine.RunPlan, placement, manifest_version: str) -> None:
+def _train(context, plan: engine.RunPlan, placement, manifest_version: str, store: Path) -> None:
     """Train one run in a child process; its log streams into this run. The child takes the
     resolved run as the plan holds it (`run_document`) and resolves nothing again."""
     extras = {
@@ -157,6 +157,7 @@ def _train(context, plan: engine.RunPlan, placement, manifest_version: str) -> N
         "result_path": str(plan.result_path),
         "placement": placement.as_dict(),
         "metadata": plan.metadata(manifest_version),
+        "store": str(store),  # a trainer's own cache entries (Stable Audio 3's SVD bases)
     }
     # The child's one-line reason goes to memory-backed temporary storage where there is one:
     # a full disk must not also swallow the message that says so.

@@ -37,6 +37,7 @@ from dagster_pipes import open_dagster_pipes
 
 from tunesmith import family as families
 from tunesmith.backends.placement import Placement
+from tunesmith.config import ROOTS
 from tunesmith.store.atomic import DiskFull, atomic_write_json
 from tunesmith.train import distributed, loop
 from tunesmith.train.config import ConfigError, run_from_document, world_size
@@ -107,6 +108,7 @@ def train(pipes, extras: dict) -> None:
         )
         return
     placement = Placement(**extras["placement"], reason="chosen by the asset")
+    _use_store(extras)
     items = pd.DataFrame(extras["items"])
     run_dir = Path(extras["run_dir"])
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -312,6 +314,13 @@ def _pid(ranks: Path, rank: int) -> str:
     return "unknown"
 
 
+def _use_store(extras: dict) -> None:
+    """The stage's store root for what a trainer caches there (`Roots.from_env`): the
+    asset's storage resource may name another root than this process's environment."""
+    if extras.get("store"):
+        os.environ[ROOTS["store"][0]] = extras["store"]
+
+
 def rank_main(launch_path: Path) -> int:
     """One rank under torchrun or mlx.launch: join the group, train, rank 0 writes the
     result."""
@@ -357,6 +366,7 @@ def rank_main(launch_path: Path) -> int:
 
 def rank_train(extras: dict, placement: Placement, log) -> None:
     run = run_from_document(extras["run"])
+    _use_store(extras)
     items = pd.DataFrame(extras["items"])
     run_dir = Path(extras["run_dir"])
     make = families.get(run.family).trainer(placement.backend)
