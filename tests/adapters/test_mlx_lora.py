@@ -15,11 +15,11 @@ mx = pytest.importorskip("mlx.core")
 nn = pytest.importorskip("mlx.nn")
 from mlx.utils import tree_flatten  # noqa: E402
 
-from tunesmith.adapters import mlx_lora  # noqa: E402
+from tunesmith.adapters import mlx_lora, torch_lora  # noqa: E402
 from tunesmith.adapters.torch_lora import PARAM_PREFIX, AdapterError  # noqa: E402
 from tunesmith.families.stable_audio_3 import names as sa3_names  # noqa: E402
 
-TYPES = ("lora", "dora-rows")
+TYPES = mlx_lora.ADAPTER_TYPES
 
 
 def linear(fan_in: int = 6, out: int = 5, bias: bool = True, seed: int = 0) -> nn.Linear:
@@ -31,10 +31,11 @@ def linear(fan_in: int = 6, out: int = 5, bias: bool = True, seed: int = 0) -> n
     return layer
 
 
-def with_b(layer: mlx_lora.LoRALinear, seed: int = 1) -> mlx_lora.LoRALinear:
-    """B moved off zero, so the adapter changes the output."""
+def with_b(layer: mlx_lora.AdapterLinear, seed: int = 1) -> mlx_lora.AdapterLinear:
+    """B (or M_xs) moved off zero, so the adapter changes the output."""
     mx.random.seed(seed)
-    layer.lora_B = 0.1 * mx.random.normal(layer.lora_B.shape)
+    name = "M_xs" if layer.xs else "lora_B"
+    setattr(layer, name, 0.1 * mx.random.normal(getattr(layer, name).shape))
     return layer
 
 
@@ -57,7 +58,7 @@ class Root(nn.Module):
         self.transformer = Block()
 
 
-@pytest.mark.parametrize("adapter_type", TYPES)
+@pytest.mark.parametrize("adapter_type", ["lora", "dora-rows"])
 def test_shapes_and_init_as_the_torch_path_stores_them(adapter_type):
     base = linear(fan_in=16, out=5)
     layer = mlx_lora.from_base(base, 3, 6.0, adapter_type)
@@ -85,11 +86,13 @@ def test_the_forward_is_the_merged_weight_and_strength_scales_it(adapter_type):
     layer = with_b(mlx_lora.from_base(base, 2, 4.0, adapter_type))
     x = mx.random.normal((3, 6))
     assert close(layer(x), x @ layer.merged_weight().T + base.bias)
-    if adapter_type == "lora":  # W + g·s·B·A
-        expected = base.weight + 0.5 * 2.0 * (layer.lora_B @ layer.lora_A)
+    if adapter_type in ("lora", "lora-xs"):  # W + g·s·δ
+        expected = base.weight + 0.5 * 2.0 * layer.delta()
         layer.strength = 0.5
         assert close(layer.merged_weight(), expected)
         assert close(layer(x), x @ expected.T + base.bias)
+    layer.strength = 0.5
+    assert close(layer(x), x @ layer.merged_weight().T + base.bias)
     layer.strength = 0.0
     assert mx.array_equal(layer(x), base(x)).item()
     assert close(layer.merged_weight(), base.weight)
@@ -129,20 +132,21 @@ def test_only_a_plain_linear_is_adapted_and_only_once():
             mlx_lora.attach(Root(), targets, 1, 1.0, "lora")
 
 
-def test_diffusers_names_reach_through_sequentials_and_lists_in_module_order():
+@pytest.mark.parametrize("adapter_type", ["dora-rows", "bora-xs"])
+def test_diffusers_names_reach_through_sequentials_and_lists_in_module_order(adapter_type):
     root = Root()
     targets = ["transformer.blocks.1", "transformer.embed.0", "transformer.embed.2"]
-    attached = mlx_lora.attach(root, targets, 2, 2.0, "dora-rows")
+    attached = mlx_lora.attach(root, targets, 2, 2.0, adapter_type)
     assert root.transformer.embed.layers[0] is attached["transformer.embed.0"]
     assert root.transformer.blocks[1] is attached["transformer.blocks.1"]
     layers = mlx_lora.adapter_layers(root)
-    assert set(layers) == set(targets)
-    # only the adapters train
+    assert list(layers) == ["transformer.embed.0", "transformer.embed.2", "transformer.blocks.1"]
+    # only the adapters train (not U, V)
     trainable = {k for k, _ in tree_flatten(root.trainable_parameters())}
     assert trainable == {
         f"transformer.{path}.{p}"
         for path in ("embed.layers.0", "embed.layers.2", "blocks.1")
-        for p in ("lora_A", "lora_B", "magnitude")
+        for p in torch_lora.TYPE_PARAMS[adapter_type]
     }
 
 
@@ -153,9 +157,12 @@ def test_the_state_goes_out_as_torch_tensors_and_back_exactly(adapter_type):
     for layer in mlx_lora.attach(root, targets, 2, 2.0, adapter_type).values():
         with_b(layer)
     state = mlx_lora.adapter_state(root)
-    params = ["lora_A", "lora_B"] + (["magnitude"] if adapter_type == "dora-rows" else [])
+    params = torch_lora.TYPE_PARAMS[adapter_type]
     assert set(state) == {f"{t}.{PARAM_PREFIX}.{p}" for t in targets for p in params}
-    assert state[f"transformer.blocks.0.{PARAM_PREFIX}.lora_B"].shape == (6, 2)
+    factor = "M_xs" if adapter_type.endswith("-xs") else "lora_B"
+    assert state[f"transformer.blocks.0.{PARAM_PREFIX}.{factor}"].shape == (
+        (2, 2) if factor == "M_xs" else (6, 2)
+    )
     assert all(isinstance(v, torch.Tensor) and v.dtype == torch.float32 for v in state.values())
     other = Root()
     mlx_lora.attach(other, targets, 2, 2.0, adapter_type)

@@ -25,21 +25,25 @@ g = 0 every type is the base layer exactly.
 
 Init: A ~ U(±1/√fan_in) (PEFT's kaiming_uniform(a=√5) bound), B = 0, M_xs = 0, each magnitude
 the base's norm along its axis at attach time (by the forward's own norm, so that W' = W bit for
-bit at init). U, V: the first `rank` left and right singular vectors of the fp32 base weight,
-each column's sign fixed so that its largest-magnitude entry of U is positive (underfit
-`utils/compute_svd.py` `canonicalize_signs`), or the bases `attach` is given (underfit's
-precomputed file, truncated to rank). They are fixed: kept out of the parameters (an attribute
-with a leading underscore is no MLX parameter), so neither trained, nor saved, nor loaded; a
-loader recomputes them from the base weight, as underfit does.
+bit at init). U, V: `svd_bases.canonical_bases` of the base weight (torch's fp32 SVD on the CPU,
+signs canonical: underfit `utils/compute_svd.py`), the torch path's own function, so that both
+backends build the same bases bit for bit; or the bases `attach` is given, truncated to rank.
+They are fixed: kept out of the parameters (an attribute with a leading underscore is no MLX
+parameter), so neither trained, nor saved, nor loaded; a loader rebuilds them from the base
+weight, as underfit does.
 
-Forward. The base layer runs as it is (W·x + b in its dtype); the correction is formed in the
-adapter dtype (float32 over a half base, as underfit's `base_precision`) and added to the base
-output, so that at init the output is the base's bit for bit, then cast back to the base
-output's dtype:
+Forward: the torch path's, in activation space, as a correction to the base layer's own output.
+With r the row factor m_g/(‖V_g‖_row + eps) and c the column factor (each 1 for a type without
+that magnitude), W'·x = r ⊙ (V_g·(c ⊙ x)), so
 
-    lora(-xs)        y = W·x + b + g·s·δ·x                              (δ·x low rank)
-    dora-rows(-xs)   y = W·x + b + (f − 1) ⊙ W·x + f ⊙ g·s·δ·x,  f = m_g / (‖V_g‖_row + eps)
-    dora-cols, bora  y = W·x + b + (W' − W)·x                           (W' dense, as its norms)
+    y = base(c ⊙ x) + (r − 1) ⊙ (base(c ⊙ x) − b) + r ⊙ (g·s·δ·(c ⊙ x))
+
+δ·x is the low-rank chain (A then B; Vᵀ then M_xs then U); the norms need a dense V_g, whose
+cost has no token factor. At init (δ = 0, r and c exactly 1) this is the base's output bit for
+bit. Dtypes: adapter tensors (and U, V) are float32 over a half-precision base (underfit's
+`base_precision`); the base runs in its dtype (on c ⊙ x rounded to the input's dtype for the
+column types), the update and the combination in the adapter dtype, and the sum is cast back to
+the base output's dtype.
 
 A, B are stored as the torch path stores them (PEFT's and underfit's layout), not transposed as
 mlx-lm's `lora_a` (in, r) / `lora_b` (r, out): a file tensor is a parameter here, with no
@@ -70,10 +74,14 @@ import numpy as np
 import torch
 from mlx.utils import tree_flatten
 
-from tunesmith.adapters.torch_lora import DORA_EPS, PARAM_PREFIX, AdapterError
-
-ROWS, COLS = 1, 0  # the axis a norm reduces: over the inputs (per row), over the outputs
-BAKED_TYPES = ("dora-rows", "dora-rows-xs")  # underfit bakes ‖V‖_row for these (ignored here)
+from tunesmith.adapters.svd_bases import BasesError, canonical_bases
+from tunesmith.adapters.torch_lora import (
+    BAKED_NORM,
+    BAKED_TYPES,
+    DORA_EPS,
+    PARAM_PREFIX,
+    AdapterError,
+)
 
 
 def adapter_dtype(base_dtype: mx.Dtype) -> mx.Dtype:
@@ -82,21 +90,43 @@ def adapter_dtype(base_dtype: mx.Dtype) -> mx.Dtype:
 
 
 class AdapterLinear(nn.Module):
-    """The part every type shares: the frozen nn.Linear, s, the strength, the magnitudes, the
-    merged weight and the forward. A type is a factorisation (`LoRALinear` or `LoRAXSLinear`)
-    and its `magnitudes`: (name, axis) pairs, applied in order (module docstring)."""
+    """One of underfit's types around a frozen nn.Linear; the subclass names the type, its
+    factorisation (`xs`) and its magnitudes (formula and forward: module docstring)."""
 
     adapter_type = ""
-    factors: tuple[str, ...] = ()
-    magnitudes: tuple[tuple[str, int], ...] = ()
+    xs = False  # δ = U·M_xs·Vᵀ (else B·A)
+    row_magnitude: str | None = None  # the row magnitude's name, when the type has one
+    col_magnitude: str | None = None  # the column magnitude's name, when the type has one
 
-    def __init__(self, linear: nn.Linear, rank: int, alpha: float) -> None:
+    @classmethod
+    def from_base(cls, linear: nn.Linear, rank: int, alpha: float, bases=None) -> AdapterLinear:
+        return cls(linear, rank, alpha, bases)
+
+    def __init__(self, linear: nn.Linear, rank: int, alpha: float, bases=None) -> None:
         super().__init__()
         _check(linear, rank, alpha)
         self.linear = linear
         self.linear.freeze()
+        out_features, fan_in = linear.weight.shape
+        dtype = adapter_dtype(linear.weight.dtype)
         self.rank, self.alpha, self.scale = rank, alpha, alpha / rank
         self.strength = 1.0  # a Python float: set it before compiling a step, not inside
+        if self.xs:
+            u, v = _layer_bases(linear.weight, rank, bases)
+            # A leading underscore keeps them out of parameters(): fixed, like a torch buffer.
+            self._U, self._V = u.astype(dtype), v.astype(dtype)
+            mx.eval(self._U, self._V)
+            self.M_xs = mx.zeros((rank, rank), dtype=dtype)
+        else:
+            bound = 1.0 / math.sqrt(fan_in)
+            self.lora_A = mx.random.uniform(-bound, bound, (rank, fan_in)).astype(dtype)
+            self.lora_B = mx.zeros((out_features, rank), dtype=dtype)
+        # ‖W‖ by the forward's own norm, so that at init every factor is exactly 1.
+        base = self._base()
+        if self.row_magnitude:
+            setattr(self, self.row_magnitude, mx.linalg.norm(base, axis=1))
+        if self.col_magnitude:
+            setattr(self, self.col_magnitude, mx.linalg.norm(base, axis=0))
 
     @property
     def weight(self) -> mx.array:
@@ -109,198 +139,148 @@ class AdapterLinear(nn.Module):
 
     @property
     def params(self) -> tuple[str, ...]:
-        """The trained tensors' names, in the order they are saved and optimised."""
-        return self.factors + tuple(name for name, _ in self.magnitudes)
+        """The trained tensors' names in underfit's order: A, B or M_xs, then magnitudes."""
+        factors = ("M_xs",) if self.xs else ("lora_A", "lora_B")
+        return factors + tuple(m for m in (self.row_magnitude, self.col_magnitude) if m)
+
+    @property
+    def U(self) -> mx.array:  # noqa: N802 (underfit's name)  (out, rank), fixed
+        return self._U
+
+    @property
+    def V(self) -> mx.array:  # noqa: N802  (fan_in, rank), fixed
+        return self._V
 
     def _base(self) -> mx.array:
         return self.linear.weight.astype(self.param_dtype)
 
-    def _init_magnitudes(self) -> None:
-        # ‖W‖ by the forward's own norm, so that at init every factor is exactly 1.
-        base = self._base()
-        for name, axis in self.magnitudes:
-            setattr(self, name, mx.linalg.norm(base, axis=axis))
-
     def delta(self) -> mx.array:
-        """δ (out, fan_in) in the adapter dtype."""
-        raise NotImplementedError
+        """The unscaled update B·A or U·M_xs·Vᵀ, (out, fan_in), in the adapter dtype."""
+        if self.xs:
+            return self._U @ self.M_xs @ self._V.T
+        return self.lora_B @ self.lora_A
 
-    def _delta_out(self, x: mx.array) -> mx.array:
-        """g·s·δ·x in the adapter dtype, through the low-rank factors."""
-        raise NotImplementedError
+    def _low_rank(self, x: mx.array) -> mx.array:
+        """δ·x on an input in the adapter dtype, without forming δ."""
+        if self.xs:
+            return ((x @ self._V) @ self.M_xs.T) @ self._U.T
+        return (x @ self.lora_A.T) @ self.lora_B.T
 
-    def _magnitude(self, name: str, axis: int, base: mx.array) -> mx.array:
-        """m_g: the magnitude blended with the base's norm along its axis at g ≠ 1."""
+    def _blend(self, name: str, base: mx.array, axis: int) -> mx.array:
+        """underfit's `_blend_magnitude`: m at strength 1, ‖W‖ + g·(m − ‖W‖) otherwise."""
         magnitude = getattr(self, name)
-        if self.strength != 1.0:
-            base_norm = mx.linalg.norm(base, axis=axis)
-            magnitude = base_norm + self.strength * (magnitude - base_norm)
-        return magnitude
+        if self.strength == 1.0:
+            return magnitude
+        base_norm = mx.linalg.norm(base, axis=axis)
+        return base_norm + self.strength * (magnitude - base_norm)
 
-    def _normalised(self, w: mx.array, name: str, axis: int, base: mx.array) -> mx.array:
-        """m_g ⊙ w / (‖w‖ + eps) along `axis`; the norm keeps its gradient (underfit)."""
-        norm = mx.linalg.norm(w, axis=axis)
-        factor = self._magnitude(name, axis, base) / (norm + DORA_EPS)
-        return mx.expand_dims(factor, axis) * w
+    def _factors(self) -> tuple[mx.array | None, mx.array | None, mx.array | None]:
+        """(row factor (out,) or None, column factor (fan_in,) or None, V_g or None).
+
+        V_g = W + g·s·δ is formed only when a norm needs it; no norm is detached (underfit).
+        """
+        if not (self.row_magnitude or self.col_magnitude):
+            return None, None, None
+        base = self._base()
+        v = base + (self.scale * self.strength) * self.delta()
+        rows = cols = None
+        if self.row_magnitude:
+            norm = mx.linalg.norm(v, axis=1)
+            rows = self._blend(self.row_magnitude, base, 1) / (norm + DORA_EPS)
+        if self.col_magnitude:
+            scaled = v if rows is None else rows[:, None] * v  # bora: R = r ⊙_rows V_g
+            norm = mx.linalg.norm(scaled, axis=0)
+            cols = self._blend(self.col_magnitude, base, 0) / (norm + DORA_EPS)
+        return rows, cols, v
 
     def merged_weight(self) -> mx.array:
         """W' (out, fan_in) in the adapter dtype, at the current strength."""
         base = self._base()
         if self.strength == 0:
             return base
-        w = base + (self.scale * self.strength) * self.delta()
-        for name, axis in self.magnitudes:
-            w = self._normalised(w, name, axis, base)
-        return w
-
-    def _correction(self, x: mx.array, full: mx.array) -> mx.array:
-        """y − (W·x + b) in the adapter dtype; `full` is the base output in that dtype."""
-        raise NotImplementedError
+        rows, cols, v = self._factors()
+        if v is None:
+            return base + (self.scale * self.strength) * self.delta()
+        w = v if rows is None else rows[:, None] * v
+        return w if cols is None else w * cols[None, :]
 
     def __call__(self, x: mx.array) -> mx.array:
-        result = self.linear(x)  # W·x + b in the base dtype, as the base computes it
         if self.strength == 0:
-            return result
-        full = result.astype(self.param_dtype)
-        return (full + self._correction(x, full)).astype(result.dtype)
+            return self.linear(x)
+        rows, cols, _ = self._factors()
+        dtype = self.param_dtype
+        xa = x.astype(dtype)
+        if cols is not None:  # W'·x = r ⊙ V_g·(c ⊙ x)
+            xa = xa * cols
+            result = self.linear(xa.astype(x.dtype))
+        else:
+            result = self.linear(x)  # W·x + b in the base dtype, as the base computes it
+        update = (self.scale * self.strength) * self._low_rank(xa)
+        full = result.astype(dtype)
+        if rows is None:
+            out = full + update
+        else:
+            # r ⊙ (W·x + g·s·δ·x) + b as a correction to the base output, as the torch path
+            # writes it: at init (r exactly 1, δ = 0) this is the base output bit for bit.
+            bias = self.linear.get("bias")
+            plain = full if bias is None else full - bias.astype(dtype)  # W·x
+            out = full + ((rows - 1) * plain + rows * update)
+        return out.astype(result.dtype)
 
 
-class _Plain:
-    """No magnitude: y = W·x + b + g·s·δ·x."""
-
-    def _correction(self, x: mx.array, full: mx.array) -> mx.array:
-        return self._delta_out(x)
-
-
-class _Dense:
-    """A column magnitude (dora-cols, bora): y = W·x + b + (W' − W)·x. W' is dense anyway
-    for its norms; at init W' = W bit for bit, so the correction is exactly 0."""
-
-    def _correction(self, x: mx.array, full: mx.array) -> mx.array:
-        base = self._base()
-        return x.astype(base.dtype) @ (self.merged_weight() - base).T
-
-
-class _Rows:
-    """One magnitude per output row: f ⊙ (W·x + g·s·δ·x) + b without a dense W'·x."""
-
-    magnitudes = (("magnitude", ROWS),)
-
-    def _factor(self) -> mx.array:
-        """m_g / (‖W + g·s·δ‖_row + eps), one value per output row, not detached."""
-        base = self._base()
-        norm = mx.linalg.norm(base + (self.scale * self.strength) * self.delta(), axis=ROWS)
-        return self._magnitude("magnitude", ROWS, base) / (norm + DORA_EPS)
-
-    def _correction(self, x: mx.array, full: mx.array) -> mx.array:
-        factor = self._factor()
-        bias = self.linear.get("bias")
-        plain = full if bias is None else full - bias.astype(factor.dtype)  # W·x
-        # As the torch path writes it: at init (factor 1, δ = 0) the correction is exactly 0.
-        return (factor - 1) * plain + factor * self._delta_out(x)
-
-
-class LoRALinear(_Plain, AdapterLinear):
-    """`lora` around a frozen nn.Linear: y = linear(x) + g·s·B·(A·x)."""
+class LoRALinear(AdapterLinear):
+    """`lora`: y = linear(x) + g·s·B·(A·x)."""
 
     adapter_type = "lora"
-    factors = ("lora_A", "lora_B")
-
-    @classmethod
-    def from_base(cls, linear: nn.Linear, rank: int, alpha: float, bases=None) -> LoRALinear:
-        return cls(linear, rank, alpha)
-
-    def __init__(self, linear: nn.Linear, rank: int, alpha: float) -> None:
-        super().__init__(linear, rank, alpha)
-        out_features, fan_in = linear.weight.shape
-        dtype = self.param_dtype
-        bound = 1.0 / math.sqrt(fan_in)
-        self.lora_A = mx.random.uniform(-bound, bound, (rank, fan_in)).astype(dtype)
-        self.lora_B = mx.zeros((out_features, rank), dtype=dtype)
-        self._init_magnitudes()
-
-    def delta(self) -> mx.array:
-        return self.lora_B @ self.lora_A
-
-    def _delta_out(self, x: mx.array) -> mx.array:
-        xa = x.astype(self.lora_A.dtype) @ self.lora_A.T
-        return (self.scale * self.strength) * (xa @ self.lora_B.T)
 
 
-class DoRARowsLinear(_Rows, LoRALinear):
-    """`dora-rows`: B·A, one magnitude per output row."""
+class DoRARowsLinear(AdapterLinear):
+    """`dora-rows`: lora_A, lora_B, magnitude (out,)."""
 
     adapter_type = "dora-rows"
+    row_magnitude = "magnitude"
 
 
-class DoRAColsLinear(_Dense, LoRALinear):
-    """`dora-cols`: B·A, one magnitude per input column."""
+class DoRAColsLinear(AdapterLinear):
+    """`dora-cols`: lora_A, lora_B, magnitude (fan_in,)."""
 
     adapter_type = "dora-cols"
-    magnitudes = (("magnitude", COLS),)
+    col_magnitude = "magnitude"
 
 
-class BoRALinear(_Dense, LoRALinear):
-    """`bora`: B·A, rows normalised to magnitude_r, then columns to magnitude_c."""
+class BoRALinear(AdapterLinear):
+    """`bora`: lora_A, lora_B, magnitude_r (out,), magnitude_c (fan_in,)."""
 
     adapter_type = "bora"
-    magnitudes = (("magnitude_r", ROWS), ("magnitude_c", COLS))
+    row_magnitude, col_magnitude = "magnitude_r", "magnitude_c"
 
 
-class LoRAXSLinear(_Plain, AdapterLinear):
-    """`lora-xs` around a frozen nn.Linear: y = linear(x) + g·s·U·M_xs·Vᵀ·x, U and V fixed."""
+class LoRAXSLinear(AdapterLinear):
+    """`lora-xs`: M_xs (rank, rank) between the fixed bases U and V."""
 
     adapter_type = "lora-xs"
-    factors = ("M_xs",)
-
-    @classmethod
-    def from_base(cls, linear: nn.Linear, rank: int, alpha: float, bases=None) -> LoRAXSLinear:
-        return cls(linear, rank, alpha, bases)
-
-    def __init__(self, linear: nn.Linear, rank: int, alpha: float, bases=None) -> None:
-        super().__init__(linear, rank, alpha)
-        dtype = self.param_dtype
-        u, v = _layer_bases(linear.weight, rank, bases)
-        # A leading underscore keeps them out of parameters(): fixed, like a torch buffer.
-        self._U, self._V = u.astype(dtype), v.astype(dtype)
-        mx.eval(self._U, self._V)
-        self.M_xs = mx.zeros((rank, rank), dtype=dtype)
-        self._init_magnitudes()
-
-    @property
-    def U(self) -> mx.array:  # (out, rank)
-        return self._U
-
-    @property
-    def V(self) -> mx.array:  # (fan_in, rank)
-        return self._V
-
-    def delta(self) -> mx.array:
-        return self._U @ self.M_xs @ self._V.T
-
-    def _delta_out(self, x: mx.array) -> mx.array:
-        xv = x.astype(self.M_xs.dtype) @ self._V
-        return (self.scale * self.strength) * ((xv @ self.M_xs.T) @ self._U.T)
+    xs = True
 
 
-class DoRARowsXSLinear(_Rows, LoRAXSLinear):
-    """`dora-rows-xs`: U·M_xs·Vᵀ, one magnitude per output row."""
+class DoRARowsXSLinear(AdapterLinear):
+    """`dora-rows-xs`: M_xs, magnitude (out,)."""
 
     adapter_type = "dora-rows-xs"
+    xs, row_magnitude = True, "magnitude"
 
 
-class DoRAColsXSLinear(_Dense, LoRAXSLinear):
-    """`dora-cols-xs`: U·M_xs·Vᵀ, one magnitude per input column."""
+class DoRAColsXSLinear(AdapterLinear):
+    """`dora-cols-xs`: M_xs, magnitude (fan_in,)."""
 
     adapter_type = "dora-cols-xs"
-    magnitudes = (("magnitude", COLS),)
+    xs, col_magnitude = True, "magnitude"
 
 
-class BoRAXSLinear(_Dense, LoRAXSLinear):
-    """`bora-xs`: U·M_xs·Vᵀ, rows to magnitude_r, then columns to magnitude_c."""
+class BoRAXSLinear(AdapterLinear):
+    """`bora-xs`: M_xs, magnitude_r (out,), magnitude_c (fan_in,)."""
 
     adapter_type = "bora-xs"
-    magnitudes = (("magnitude_r", ROWS), ("magnitude_c", COLS))
+    xs, row_magnitude, col_magnitude = True, "magnitude_r", "magnitude_c"
 
 
 ADAPTER_CLASSES = {
@@ -316,7 +296,7 @@ ADAPTER_CLASSES = {
         BoRAXSLinear,
     )
 }
-ADAPTER_TYPES = tuple(ADAPTER_CLASSES)
+ADAPTER_TYPES = tuple(ADAPTER_CLASSES)  # torch_lora.ADAPTER_TYPES, in its order
 AdapterLayer = AdapterLinear
 
 
@@ -334,20 +314,6 @@ def _check(layer, rank: int, alpha: float) -> None:
 # --- SVD bases ---------------------------------------------------------------------------------
 
 
-def canonical_bases(weight: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
-    """(U (out, rank), V (fan_in, rank)), float32: the fp32 SVD of the 2-D weight with each
-    column's sign fixed by the largest-magnitude entry of U (0 counts as +), as underfit's
-    `canonicalize_signs`. NumPy's float32 SVD (LAPACK gesdd), so that no torch op runs here;
-    the torch path's SVD of the same weight agrees to its rounding, and a caller that needs the
-    very same bases on both backends passes them to `attach`."""
-    w = np.asarray(weight, dtype=np.float32).reshape(weight.shape[0], -1)
-    u, _, vh = np.linalg.svd(w, full_matrices=False)
-    signs = np.sign(u[np.abs(u).argmax(axis=0), np.arange(u.shape[1])])
-    signs[signs == 0] = 1
-    u, vh = u * signs[None, :], vh * signs[:, None]
-    return u[:, :rank], vh[:rank].T
-
-
 def _numpy(value) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().float().numpy()
@@ -358,16 +324,21 @@ def _numpy(value) -> np.ndarray:
 
 def _layer_bases(weight: mx.array, rank: int, bases) -> tuple[mx.array, mx.array]:
     """U, V for one layer: `bases` (U (out, ≥ rank), V (fan_in, ≥ rank)) truncated to rank
-    when given, else the canonical bases of the weight in fp32."""
+    when given, else `svd_bases.canonical_bases` of the weight: the torch path's own function
+    (torch's fp32 SVD on the CPU), so that both backends build the same U, V bit for bit."""
     out_features, fan_in = weight.shape
     if rank > min(out_features, fan_in):
         raise AdapterError(
-            f"rank {rank} exceeds min(out, fan_in) = {min(out_features, fan_in)}: "
-            f"an -xs adapter's bases have no more columns"
+            f"rank {rank} exceeds min(out, fan_in) = {min(out_features, fan_in)} of this "
+            f"{out_features}x{fan_in} weight (its SVD has no more vectors); lower the rank or "
+            f"exclude the layer"
         )
     if bases is None:
-        u, v = canonical_bases(np.array(weight.astype(mx.float32)), rank)
-        return mx.array(u), mx.array(v)
+        try:
+            u, v = canonical_bases(torch.from_numpy(_numpy(weight)), rank)
+        except BasesError as e:
+            raise AdapterError(str(e)) from e
+        return mx.array(u.numpy()), mx.array(v.numpy())
     u, v = (_numpy(b) for b in bases)
     for label, b, rows in (("U", u, out_features), ("V", v, fan_in)):
         if b.ndim != 2 or b.shape[0] != rows or b.shape[1] < rank:
@@ -384,7 +355,8 @@ def from_base(
     `bases`: (U, V) for an -xs type (ignored by the others); computed from the weight if None."""
     if adapter_type not in ADAPTER_CLASSES:
         raise AdapterError(f"adapter_type {adapter_type!r} is not one of {ADAPTER_TYPES}")
-    return ADAPTER_CLASSES[adapter_type].from_base(linear, rank, alpha, bases)
+    cls = ADAPTER_CLASSES[adapter_type]
+    return cls.from_base(linear, rank, alpha, bases if cls.xs else None)
 
 
 # --- names -----------------------------------------------------------------------------------
@@ -522,7 +494,7 @@ def load_adapter_state(root: nn.Module, state: dict[str, torch.Tensor]) -> None:
         for param, live in _tensors(module).items()
     }
     derived = {
-        f"{name}.{PARAM_PREFIX}.baked_vnorm_row"
+        f"{name}.{PARAM_PREFIX}.{BAKED_NORM}"
         for name, module in layers.items()
         if module.adapter_type in BAKED_TYPES
     }
