@@ -1,5 +1,6 @@
 """underfit's `lora` and `dora-rows` on torch, against the formulas of stable-audio-3's
-`LoRAParametrization` (models/lora/model.py), finite differences, and PEFT."""
+`LoRAParametrization` (models/lora/model.py), finite differences, and PEFT; and the module's
+functions over all eight types (the other six types' math: test_torch_underfit_types.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from torch import nn
 from torch.func import functional_call
 
 from tunesmith.adapters.torch_lora import (
+    ADAPTER_TYPES,
     DORA_EPS,
+    TYPE_PARAMS,
     AdapterError,
     DoRARows,
     adapter_layers,
     adapter_parameters,
     adapter_state,
+    adapter_type_of,
     attach,
     from_base,
     load_adapter_state,
@@ -465,3 +469,68 @@ def test_attach_refuses_a_layer_twice_and_a_grouped_conv_for_lora():
 
 def test_dora_eps_is_underfits():
     assert DORA_EPS == 1e-12
+
+
+# --- all eight types in one model ---------------------------------------------------------------
+
+
+def test_the_eight_types_are_underfits_with_their_tensors():
+    assert ADAPTER_TYPES == (
+        "lora",
+        "dora-rows",
+        "dora-cols",
+        "bora",
+        "lora-xs",
+        "dora-rows-xs",
+        "dora-cols-xs",
+        "bora-xs",
+    )
+    assert tuple(TYPE_PARAMS) == ADAPTER_TYPES
+    for adapter_type in ADAPTER_TYPES:
+        module = from_base(nn.Linear(6, 5), RANK, ALPHA, adapter_type)
+        assert adapter_type_of(module) == adapter_type
+        model = nn.Sequential(module)
+        assert (
+            tuple(k.rpartition(".")[2] for k in adapter_state(model)) == TYPE_PARAMS[adapter_type]
+        )
+
+
+def test_types_can_be_mixed_in_one_model_and_every_function_serves_each():
+    x = torch.randn(2, 6, 4, dtype=F64)
+    model = toy_model()
+    base = model(x)
+    attach(model, ["0"], RANK, ALPHA, "lora")
+    attach(model, ["2"], RANK, ALPHA, "dora-cols-xs")
+    assert [adapter_type_of(m) for m in adapter_layers(model).values()] == ["lora", "dora-cols-xs"]
+    params = adapter_parameters(model)
+    assert len(params) == 2 + 2 and all(p.requires_grad for p in params)
+    randomize(model)
+    set_strength(model, 0.0)
+    assert torch.equal(model(x), base)
+    set_strength(model, 1.0)
+    expected = model(x)
+    assert not torch.equal(expected, base)
+    state = adapter_state(model, baked_norms=True)  # neither type bakes a norm
+    assert sorted(k.rpartition(".")[2] for k in state) == ["M_xs", "lora_A", "lora_B", "magnitude"]
+    fresh = toy_model()
+    attach(fresh, ["0"], RANK, ALPHA, "lora")
+    attach(fresh, ["2"], RANK, ALPHA, "dora-cols-xs")
+    load_adapter_state(fresh, state)
+    assert torch.equal(fresh(x), expected)
+    merge(fresh)
+    assert not adapter_layers(fresh)
+    torch.testing.assert_close(fresh(x), expected, rtol=0, atol=1e-12)
+
+
+def test_dora_rows_xs_bakes_its_row_norms_too_and_loads_them_back_as_derived():
+    model = toy_model()
+    attach(model, ["0"], RANK, ALPHA, "dora-rows-xs")
+    randomize(model)
+    state = adapter_state(model, baked_norms=True)
+    baked = state["0.parametrizations.weight.0.baked_vnorm_row"]
+    assert baked.dtype == torch.float32 and baked.shape == (6,)
+    load_adapter_state(model, state)
+    with pytest.raises(AdapterError, match=r"1 unexpected.*baked_vnorm_row"):
+        other = toy_model()
+        attach(other, ["0"], RANK, ALPHA, "dora-cols-xs")
+        load_adapter_state(other, state)

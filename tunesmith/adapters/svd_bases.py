@@ -124,7 +124,7 @@ class BasesCache:
                     f"{self.path}: not an SVD bases cache of {self.fingerprint!r} at rank {rank} "
                     f"(it has {wrong}); use another path for another model or rank"
                 )
-            tensors = {key: f.get_tensor(key) for key in f.keys()}  # noqa: SIM118 (safe_open)
+            tensors = {key: f.get_tensor(key) for key in f.keys()}
         bases = {}
         layers = {key.rpartition(".")[0] for key in tensors}
         for layer in sorted(layers):

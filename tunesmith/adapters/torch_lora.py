@@ -197,15 +197,15 @@ class UnderfitAdapter(nn.Module):
         return self.adapter.lora_B
 
     @property
-    def M_xs(self) -> nn.Parameter:  # noqa: N802 (underfit's name)  (rank, rank)
+    def M_xs(self) -> nn.Parameter:  # (rank, rank)
         return self.adapter.M_xs
 
     @property
-    def U(self) -> torch.Tensor:  # noqa: N802  (out, rank), fixed
+    def U(self) -> torch.Tensor:  # (out, rank), fixed
         return self.adapter.U
 
     @property
-    def V(self) -> torch.Tensor:  # noqa: N802  (fan_in, rank), fixed
+    def V(self) -> torch.Tensor:  # (fan_in, rank), fixed
         return self.adapter.V
 
     @property
