@@ -3,7 +3,8 @@
 A batch of random crops in a shuffled pass (the order's generator, `data.ORDER`), a random
 prompt per item from its tags (the prompt generator: underfit's templates, the trigger 80 % of
 the time), and from the training generator, in this order: t (the run's sampler, then the
-model's shift), the noise, the CFG-dropout coins. The three sources are seeded from the
+model's shift, on the crop's length or with `use_effective_length_for_schedule` on each item's
+full duration), the noise, the CFG-dropout coins. The three sources are seeded from the
 run's seed and saved with the run's state, so a resumed run draws exactly what it would
 have. The torch and MLX trainers both draw here, so they train on the same numbers.
 """
@@ -57,7 +58,11 @@ class Draws:
             for p in batch.pieces
         ]
         t = timesteps.sample(cfg.timestep_sampler, n, self.generator)
-        t = self.shift(t, cfg.latent_crop_length)
+        if cfg.use_effective_length_for_schedule:  # each item's whole duration, not the crop
+            lengths = [timesteps.effective_length(self.items[i].seconds_total) for i in indices]
+            t = self.shift(t, lengths)
+        else:
+            t = self.shift(t, cfg.latent_crop_length)
         noise = torch.randn(batch.latents.shape, generator=self.generator)
         drop = torch.rand(n, generator=self.generator, dtype=torch.float64) < cfg.cfg_dropout
         return Draw(batch, prompts, t, noise, drop)

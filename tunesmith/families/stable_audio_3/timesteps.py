@@ -9,12 +9,19 @@ numbers. t = 0 is clean data, t = 1 is pure noise.
 
 The shift `full` is the one SA3 checkpoints ship (`distribution_shift_options`:
 min_length 256, max_length 4096, base_shift 0.5, max_shift 1.15), applied with the crop
-length as the sequence length.
+length as the sequence length, or per sample with the item's effective length (underfit's
+`use_effective_length_for_schedule`, `underfit/training/loop.py`):
+
+    effective length = ceil(int(seconds_total · 44100) / 4096)
+
+the latent frames the item's whole duration fills (underfit truncates the sample count to an
+integer first), so a short item padded to the crop is shifted as the short sequence it is.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -23,6 +30,13 @@ TRUNCATION = 0.075
 LOG_SNR_MEAN, LOG_SNR_STD = -1.2, 2.0
 LOG_SNR_MIN, LOG_SNR_MAX = -6.0, 5.0
 LOG_SNR_CLIP = 1e-4
+SAMPLE_RATE = 44100  # every SA3 model's (SAME-S/L `sampling_rate`)
+DOWNSAMPLING_RATIO = 4096  # SAME-S/L's latent frame, in samples
+
+
+def effective_length(seconds_total: float) -> int:
+    """The latent frames `seconds_total` of audio fills, as underfit counts them."""
+    return math.ceil(int(seconds_total * SAMPLE_RATE) / DOWNSAMPLING_RATIO)
 
 
 def sample(name: str, n: int, generator: torch.Generator) -> torch.Tensor:
@@ -61,7 +75,13 @@ class FullShift:
     base_shift: float = 0.5
     max_shift: float = 1.15
 
-    def __call__(self, t: torch.Tensor, length: int) -> torch.Tensor:
+    def __call__(self, t: torch.Tensor, length: int | Sequence[int]) -> torch.Tensor:
+        """`t` [B] shifted for one sequence length, or for one length per sample (each sample
+        exactly as the one-length shift would shift it)."""
+        if not isinstance(length, int):
+            if len(length) != t.shape[0]:
+                raise ValueError(f"{len(length)} lengths for {t.shape[0]} timesteps")
+            return torch.cat([self(t[i : i + 1], int(n)) for i, n in enumerate(length)])
         clamped = min(max(length, self.min_length), self.max_length)
         fraction = (clamped - self.min_length) / (self.max_length - self.min_length)
         mu = -(self.base_shift + (self.max_shift - self.base_shift) * fraction)

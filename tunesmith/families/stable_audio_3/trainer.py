@@ -7,6 +7,23 @@ One step (underfit's `underfit/training/loop.py` and `loss.py`; docs/conventions
     pred = DiT(x_t, t, context, global, local_add_cond = [ones | zeros])
     loss = mean over valid frames × channels per sample, then over the batch
 
+The loss options (`Sa3Train`; underfit's `loss.py` `compute_normalized_mse` and
+`compute_masked_loss`, `loop.py`), each off by default, which is the formula above:
+
+    e = (pred − target)²                                        per element [B, C, L]
+    normalisation, at valid frames only (padded frames keep e), by a variance of the target
+    computed without gradient, + 1e-6:
+        timestep        over the channels of each frame (every frame, padded ones included)
+        sample          over the valid frames × channels of each sample
+        sample_channel  over the valid frames of each channel of each sample
+        (a sample without valid frames divides by 1)
+    per sample, with S, N the sum and count of e over valid frames × channels and P, M over
+    padded ones:    (S + w·P) / (N + w·M + 1e-8),  w = mask_loss_weight
+    mask_padding_attention: S / (N + 1e-8) whatever w, and the DiT's self-attention gets the
+    padding mask (`PaddedValues`).
+
+The run's log (`TrainLog`): underfit's progress line per step, in `<run>/train.log`.
+
 `context` is T5Gemma's output for the prompt plus the duration token, padded tokens
 replaced by the learned padding embedding and attended to (underfit attends over every
 token). CFG dropout (p 0.1) zeroes a sample's whole context (and marks every token valid,
@@ -20,8 +37,11 @@ base fp16 autocast with a loss scaler, as underfit's "16-mixed" (`optim.py` says
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import re
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -29,6 +49,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from tunesmith.adapters import torch_lora
 from tunesmith.adapters.targets import select_targets
@@ -41,6 +62,7 @@ from tunesmith.families.stable_audio_3.draws import Draws
 from tunesmith.families.stable_audio_3.timesteps import FullShift
 from tunesmith.families.stable_audio_3.validation import Validation
 from tunesmith.formats.underfit import AdapterConfig, checkpoint_filename
+from tunesmith.store.atomic import atomic_write_text
 from tunesmith.train import distributed
 from tunesmith.train.config import RunConfig
 from tunesmith.train.holdout import split_holdout
@@ -55,6 +77,121 @@ from tunesmith.train.state import (
 from tunesmith.train.trainer import StepReport
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+NORM_EPS = 1e-6  # underfit's `loss_norm_eps`
+COUNT_EPS = 1e-8  # compute_masked_loss's, added to each sample's element count
+
+
+@dataclass(frozen=True)
+class LossOptions:
+    """underfit's loss options (module docstring); the defaults are its own."""
+
+    normalization: str = "none"
+    mask_weight: float = 0.0
+    padding_attention: bool = False
+
+    @classmethod
+    def of(cls, train) -> LossOptions:
+        return cls(train.loss_normalization, train.mask_loss_weight, train.mask_padding_attention)
+
+
+def normalized_mse(
+    prediction: torch.Tensor, target: torch.Tensor, valid: torch.Tensor, normalization: str
+) -> torch.Tensor:
+    """The squared error [B, C, L], divided at the valid frames (`valid` [B, L] bool) by the
+    detached variance of `normalization` (module docstring)."""
+    mse = (prediction - target) ** 2
+    if normalization == "none":
+        return mse
+    keep = valid[:, None, :]
+    with torch.no_grad():
+        target = target.detach()
+        if normalization == "timestep":
+            centred = target - target.mean(dim=1, keepdim=True)
+            variance = (centred**2).mean(dim=1, keepdim=True) + NORM_EPS
+        elif normalization in ("sample", "sample_channel"):
+            dims = (1, 2) if normalization == "sample" else (2,)
+            masked = torch.where(keep, target, torch.nan)  # padded frames out of the moments
+            mean = torch.nanmean(masked, dim=dims, keepdim=True)
+            variance = torch.nanmean((masked - mean) ** 2, dim=dims, keepdim=True) + NORM_EPS
+            variance = torch.where(torch.isnan(variance), torch.ones_like(variance), variance)
+        else:
+            raise ValueError(f"unknown loss normalization {normalization!r}")
+    return torch.where(keep, mse / variance, mse)
+
+
+def masked_loss(
+    errors: torch.Tensor, valid: torch.Tensor, padding_attention: bool, mask_weight: float
+) -> torch.Tensor:
+    """Per-sample losses [B] from per-element errors [B, C, L] (module docstring). The counts
+    are float32 as underfit's are, so a whole count plus 1e-8 is the count itself."""
+    keep = valid[:, None, :]
+    channels = errors.shape[1]
+    signal = torch.where(keep, errors, 0.0).sum(dim=(1, 2))
+    count = valid.sum(dim=1).to(torch.float32) * channels
+    if padding_attention or not mask_weight:
+        return signal / (count + COUNT_EPS)
+    padding = torch.where(keep, 0.0, errors).sum(dim=(1, 2))
+    padded = (~valid).sum(dim=1).to(torch.float32) * channels
+    return (signal + mask_weight * padding) / (count + mask_weight * padded + COUNT_EPS)
+
+
+class PaddedValues:
+    """`mask_padding_attention` on diffusers' DiT, whose self-attention takes no mask: the value
+    vectors of padded frames zeroed in every block's self-attention (the memory tokens always
+    valid), which is what Stable Audio 3's transformer does with `padding_mask` on the SDPA,
+    flex and plain flash-attention paths (stable-audio-3 `models/transformer.py`,
+    `Attention.apply_attn`; underfit installs no flash-attn). Padded keys stay in the softmax;
+    only flash-attn's varlen kernels, where installed, drop them too. Cross-attention and the
+    feed-forward are per token, as there.
+
+    A forward hook on each block's `to_qkv` (whose last `embed_dim` outputs are v, in diffusers'
+    order [q… | k… | v]) zeroes them while `frames` holds a mask. Under gradient checkpointing the
+    blocks run again in the backward, after the forward has returned: the checkpoint's
+    recompute context holds the mask the forward had."""
+
+    def __init__(self, transformer) -> None:
+        self.valid: torch.Tensor | None = None  # [B, memory + L] bool while a forward runs
+        self.memory = transformer.config.num_memory_tokens
+        self.width = transformer.config.embed_dim
+        for block in transformer.transformer_blocks:
+            block.self_attn.to_qkv.register_forward_hook(self._zero_padded)
+        if transformer.gradient_checkpointing:
+            transformer.enable_gradient_checkpointing(self._checkpoint)
+
+    def frames(self, mask: torch.Tensor | None):
+        """A context within which the self-attention skips the values where `mask` [B, L] is
+        False (None: of no frame)."""
+        if mask is not None:
+            memory = torch.ones(mask.shape[0], self.memory, dtype=torch.bool, device=mask.device)
+            mask = torch.cat([memory, mask.bool()], dim=1)
+        return self._holding(mask)
+
+    def _zero_padded(self, module, inputs, output: torch.Tensor):
+        if self.valid is None:
+            return None
+        if output.shape[:2] != self.valid.shape:
+            raise ValueError(f"padding mask {tuple(self.valid.shape)} for tokens {output.shape}")
+        keep = self.valid[:, :, None].to(output.dtype)
+        split = output.shape[-1] - self.width
+        return torch.cat([output[..., :split], output[..., split:] * keep], dim=-1)
+
+    def _checkpoint(self, module, *args):
+        valid = self.valid
+
+        def contexts():
+            return contextlib.nullcontext(), self._holding(valid)
+
+        return torch.utils.checkpoint.checkpoint(
+            module.__call__, *args, use_reentrant=False, context_fn=contexts
+        )
+
+    @contextlib.contextmanager
+    def _holding(self, valid: torch.Tensor | None):
+        before, self.valid = self.valid, valid
+        try:
+            yield
+        finally:
+            self.valid = before
 
 
 class Objective:
@@ -97,6 +234,11 @@ class Objective:
             )
         self.include, self.exclude = include, exclude
         self._text: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.loss_options = LossOptions.of(run.train)
+        # After the adapters are attached: the hooks go on the modules the forward calls.
+        self.padded_values = None
+        if self.loss_options.padding_attention:
+            self.padded_values = PaddedValues(self.pipe.transformer)
 
     def parameters(self) -> list[nn.Parameter]:
         return torch_lora.adapter_parameters(self.modules)
@@ -140,7 +282,12 @@ class Objective:
         local_add_cond = torch.cat(
             [torch.ones(b, 1, length, device=device), torch.zeros(b, d, length, device=device)], 1
         )
-        with optim.autocast(self.device, dtype):  # fp16 autocast over a float16 base only
+        valid = batch.mask.to(device=device, dtype=torch.bool)
+        options = self.loss_options
+        padded = contextlib.nullcontext()
+        if options.padding_attention:
+            padded = self.padded_values.frames(valid)
+        with optim.autocast(self.device, dtype), padded:  # fp16 autocast over float16 only
             prediction = self.pipe.transformer(
                 hidden_states=noised.to(dtype),
                 timestep=t32.to(dtype),
@@ -149,9 +296,8 @@ class Objective:
                 encoder_attention_mask=context_mask,
                 local_add_cond=local_add_cond.to(dtype),
             ).sample
-        valid = batch.mask.to(device=device, dtype=acc)[:, None, :]
-        mse = (prediction.to(acc) - target) ** 2 * valid
-        return mse.sum(dim=(1, 2)) / (valid.sum(dim=(1, 2)) * d).clamp_min(1.0)
+        errors = normalized_mse(prediction.to(acc), target, valid, options.normalization)
+        return masked_loss(errors, valid, options.padding_attention, options.mask_weight)
 
     def shift_timesteps(self, t: torch.Tensor, length: int) -> torch.Tensor:
         return self.shift(t, length)
@@ -218,6 +364,85 @@ class UnderfitNames:
         return self.checkpoint(step, epoch)
 
 
+STEP_PREFIX = re.compile(r"Step (\d+),")
+PROGRESS_KEYS = ("loss", "lr", "grad_norm", "lora_magnitude")  # underfit's postfix, its order
+
+
+def progress_values(report: StepReport) -> dict[str, str]:
+    """underfit's postfix values of a step: the lr as .3e, the rest with 6 decimals; a number
+    the step does not have (no gradient) is left out, as underfit leaves out a None."""
+    numbers = {"loss": report.loss, **report.fields}
+    return {
+        f"train/{key}": f"{numbers[key]:.3e}" if key == "lr" else f"{numbers[key]:.6f}"
+        for key in PROGRESS_KEYS
+        if numbers.get(key) is not None
+    }
+
+
+class TrainLog:
+    """underfit's progress line of every step, in the run's `train.log`, for its dashboard.
+
+    underfit's loop prints one tqdm line per step (`loop.py`), which its dashboard parses
+    (`dashboard/server.py`: `_HISTORY_RE`, `_LR_RE`, `_GN_RE`, `_LM_RE`, `_STEP_PREFIX_RE`):
+
+        Step 6, Epoch 1: 100%|██████████| 6/6 [00:03<00:00,  2.00it/s, train/loss=0.123456,
+        train/lr=1.234e-04, train/grad_norm=0.012345, train/lora_magnitude=3.456789]
+
+    on one line: the steps done, the epoch the step drew from, the run's total (underfit's bar
+    counts within its epoch; the dashboard takes the step from the `Step N,` prefix), and the
+    step's numbers as `events.jsonl` has them, formatted as underfit formats them. One whole
+    line per step, the file closed (so flushed) after it. A resumed run appends, after cutting
+    the lines past the step it resumes from (a killed run's steps beyond its state, trained
+    again), as `events.jsonl` is cut; a fresh run in a used folder starts the file over. On
+    several processes rank 0 alone writes.
+    """
+
+    def __init__(self, path: Path, total: int) -> None:
+        self.path, self.total = path, total
+        self.step = self.first = 0
+        self.started = time.perf_counter()
+        self.opened = False
+        self.main = distributed.rank_and_world()[0] == 0
+
+    def resume(self, step: int) -> None:
+        """The run continues after `step` (its saved state's)."""
+        self.step = self.first = step
+
+    def write(self, report: StepReport) -> None:
+        self.step += 1
+        if not self.main:
+            return
+        if not self.opened:
+            _cut_lines(self.path, self.first)
+            self.opened = True
+        postfix = ", ".join(f"{k}={v}" for k, v in progress_values(report).items())
+        line = tqdm.format_meter(
+            n=self.step,
+            total=max(self.total, self.step),
+            elapsed=time.perf_counter() - self.started,
+            prefix=f"Step {self.step}, Epoch {report.epoch}",
+            postfix=postfix,
+            initial=self.first,
+        )
+        with open(self.path, "a", encoding="utf-8") as log:
+            log.write(line + "\n")
+
+
+def _cut_lines(path: Path, step: int) -> None:
+    """Keep the whole lines of `path` up to `step`'s (a line a kill cut short goes too)."""
+    if not path.exists():
+        return
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")[:-1]  # the last piece has no newline: empty, or cut short
+    kept = [
+        line + "\n"
+        for line in lines
+        if (m := STEP_PREFIX.match(line)) is None or int(m.group(1)) <= step
+    ]
+    if "".join(kept) != text:
+        atomic_write_text(path, "".join(kept))
+
+
 class UnderfitTrainer:
     """What the trainers of Stable Audio 3 share (torch here, MLX in `mlx/trainer.py`): the
     items, the holdout, underfit's draws and validation, its files, the run's identity."""
@@ -241,6 +466,13 @@ class UnderfitTrainer:
             split.validation, run.train.latent_crop_length, run.train.seed, run.trigger
         )
         self.names = UnderfitNames(run_dir / "checkpoints", run.name)
+        self.train_log = TrainLog(run_dir / "train.log", run.train.steps)
+
+    def step(self) -> StepReport:
+        """One optimizer update (the backend's `_update`), its line in the run's log."""
+        report = self._update()
+        self.train_log.write(report)
+        return report
 
     def identity_of(self, objective) -> dict:
         a = self.run.adapter
@@ -296,7 +528,7 @@ class TorchTrainer(UnderfitTrainer):
                 {"adapted": self.objective.modules}, self.objective.loss
             )
 
-    def step(self) -> StepReport:
+    def _update(self) -> StepReport:
         d = self.draws.next()
         if self.replica is None:
             loss = self.objective.loss(d.batch, d.prompts, d.t, d.noise, d.drop).mean()
@@ -314,18 +546,17 @@ class TorchTrainer(UnderfitTrainer):
             self.scaler.unscale_(self.optimizer)
         if self.run.train.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.params, self.run.train.grad_clip)
-        grad_norm, magnitude = _norms(self.params)  # post-clip grads, pre-update params
+        grad_norm, magnitude = underfit_norms(self.params)  # post-clip grads, pre-update params
         if self.scaler is None:
             self.optimizer.step()
         else:  # skipped when a gradient overflowed; the scale then backs off
             self.scaler.step(self.optimizer)
             self.scaler.update()
         self.scheduler.step()  # every step, as underfit's loop; the lr logged is the next one's
-        fields = {
-            "lr": self.optimizer.param_groups[0]["lr"],
-            "grad_norm": grad_norm,
-            "lora_magnitude": magnitude,
-        }
+        fields = {"lr": self.optimizer.param_groups[0]["lr"]}
+        for key, norm in (("grad_norm", grad_norm), ("lora_magnitude", magnitude)):
+            if norm is not None:  # underfit logs neither without gradients or parameters
+                fields[key] = norm
         return StepReport(value, t_mean, self.draws.epoch, fields)
 
     def _shared_loss(self, d) -> tuple[torch.Tensor, float]:
@@ -365,11 +596,27 @@ class TorchTrainer(UnderfitTrainer):
         if self.scaler is not None:
             self.scaler.load_state_dict(document["grad_scaler"])
         self.draws.load_state(tensors, document)
+        self.train_log.resume(document["schedule_step"])  # one schedule step per step
 
 
-def _norms(params: list[nn.Parameter]) -> tuple[float, float]:
-    """One global L2 over the adapter gradients and one over the adapter parameters."""
-    grads = [p.grad.detach().float().norm() for p in params if p.grad is not None]
-    grad = torch.linalg.vector_norm(torch.stack(grads)).item() if grads else 0.0
-    magnitude = torch.linalg.vector_norm(torch.stack([p.detach().float().norm() for p in params]))
-    return grad, magnitude.item()
+def combine_norms(norms: list[float], skip_nan: bool = False) -> float | None:
+    """underfit's `_compute_grad_and_lora_norms` from per-tensor L2 norms (float32 values):
+    the square root of the sum of their squares in Python floats (a NaN norm left out with
+    `skip_nan`, as underfit leaves out a NaN gradient's); None for no norms."""
+    total, count = 0.0, 0
+    for norm in norms:  # in order, one addition at a time (not `sum`, compensated from 3.12)
+        if norm == norm or not skip_nan:
+            total += norm**2
+            count += 1
+    return math.sqrt(total) if count else None
+
+
+def underfit_norms(params: list[nn.Parameter]) -> tuple[float | None, float | None]:
+    """(gradient norm, adapter magnitude) as underfit logs them (`loop.py`,
+    `_compute_grad_and_lora_norms`): each tensor's float32 L2 norm, then `combine_norms`; a
+    parameter without a gradient, or with a NaN one, is left out of the first. One transfer
+    per list, where underfit reads each norm on its own: the same numbers."""
+    grads = [p.grad.detach().float().norm(2) for p in params if p.grad is not None]
+    grad = combine_norms(torch.stack(grads).tolist(), skip_nan=True) if grads else None
+    weights = [p.detach().float().norm(2) for p in params]
+    return grad, combine_norms(torch.stack(weights).tolist()) if weights else None

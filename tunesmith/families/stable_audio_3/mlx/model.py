@@ -12,6 +12,13 @@ forward semantics:
     global_hidden_states [B, D], encoder_attention_mask [B, L] bool,
     local_add_cond [B, 1 + C, T]                                     ->  prediction [B, C, T]
 
+One argument diffusers' forward lacks: `padding_mask` [B, T] bool (True where there is audio),
+underfit's `mask_padding_attention` as Stable Audio 3's own transformer applies it on its SDPA
+path (stable-audio-3 `models/transformer.py`, `Attention.apply_attn`): in every block's
+self-attention the value vectors of padded frames are zeroed, the memory tokens always valid.
+The torch trainer does the same to diffusers' DiT with hooks (`trainer.PaddedValues`). None
+(the default) is diffusers' forward, op for op.
+
 Layout. The public inputs and output are channels-first, as diffusers has them; inside, audio is
 channels-last [B, T, C] from the first line of `__call__` to the last, because MLX's Conv1d
 takes (N, L, C) activations and (out, k, in) weights (torch: (N, C, L) and (out, in, k)). So
@@ -173,9 +180,12 @@ class SelfAttention(nn.Module):
         self.q_norm = RMSNorm(dim_heads)
         self.k_norm = RMSNorm(dim_heads)
 
-    def __call__(self, x: mx.array, rope: mx.array) -> mx.array:
+    def __call__(self, x: mx.array, rope: mx.array, valid: mx.array | None = None) -> mx.array:
+        """`valid` [B, S] bool: the tokens whose values are attended to (the rest zeroed)."""
         qkv = mx.split(self.to_qkv(x), 2 * self.n + 1, axis=-1)
         *qk, v = [_split_heads(part, self.heads) for part in qkv]
+        if valid is not None:
+            v = v * valid[:, None, :, None].astype(v.dtype)
         qs = [_apply_rotary_partial(self.q_norm(q), rope) for q in qk[: self.n]]
         ks = [_apply_rotary_partial(self.k_norm(k), rope) for k in qk[self.n :]]
         return self.to_out(_merge_heads(_attention(qs, ks, v)))
@@ -243,13 +253,15 @@ class DiTBlock(nn.Module):
         self.to_scale_shift_gate = mx.random.normal((6 * dim,)) / dim**0.5
         self.to_local_embed = _mlp(local_add_cond_dim, dim, dim, bias=True)
 
-    def __call__(self, x, context, global_modulation, rope, local_seq, num_memory_tokens: int):
+    def __call__(
+        self, x, context, global_modulation, rope, local_seq, num_memory_tokens: int, valid=None
+    ):
         modulation = self.to_scale_shift_gate + global_modulation
         scale_attn, shift_attn, gate_attn, scale_ff, shift_ff, gate_ff = mx.split(
             modulation, 6, axis=-1
         )
 
-        attn = self.self_attn(_modulate(self.pre_norm(x), shift_attn, scale_attn), rope)
+        attn = self.self_attn(_modulate(self.pre_norm(x), shift_attn, scale_attn), rope, valid)
         x = x + attn * mx.sigmoid(1 - gate_attn)[:, None]
 
         x = x + self.cross_attn(self.cross_attend_norm(x), context)
@@ -352,8 +364,10 @@ class StableAudio3DiT(nn.Module):
         global_hidden_states: mx.array,
         encoder_attention_mask: mx.array | None = None,
         local_add_cond: mx.array | None = None,
+        padding_mask: mx.array | None = None,
     ) -> mx.array:
-        """The prediction [B, C, T] (the velocity, rectified flow) for hidden_states [B, C, T]."""
+        """The prediction [B, C, T] (the velocity, rectified flow) for hidden_states [B, C, T];
+        `padding_mask` [B, T] bool: see the module docstring."""
         context, global_modulation = self.condition(
             timestep,
             encoder_hidden_states,
@@ -381,26 +395,32 @@ class StableAudio3DiT(nn.Module):
         if m > 0:
             memory = mx.broadcast_to(self.memory_tokens[None], (b, m, self.memory_tokens.shape[-1]))
             x = mx.concatenate([memory.astype(x.dtype), x], axis=1)
+        valid = None
+        if padding_mask is not None:  # the memory tokens are always attended to
+            memory = mx.ones((b, m), dtype=mx.bool_)
+            valid = mx.concatenate([memory, padding_mask.astype(mx.bool_)], axis=1)
         rope = self.rotary_pos_emb(x.shape[1])
         for block in self.transformer_blocks:
             if self.gradient_checkpointing:
-                x = _checkpointed(block, x, context, global_modulation, rope, local_seq, m)
+                x = _checkpointed(block, x, context, global_modulation, rope, local_seq, m, valid)
             else:
-                x = block(x, context, global_modulation, rope, local_seq, m)
+                x = block(x, context, global_modulation, rope, local_seq, m, valid)
 
         x = self.proj_out(x[:, m:]).reshape(b, t, c)
         x = self.postprocess_conv(x) + x
         return x.transpose(0, 2, 1)  # Transpose 3 of 3: back to [B, C, T]
 
 
-def _checkpointed(block: DiTBlock, x, context, global_modulation, rope, local_seq, m: int):
+def _checkpointed(
+    block: DiTBlock, x, context, global_modulation, rope, local_seq, m: int, valid=None
+):
     """`block(...)` under `mx.checkpoint`. The block's trainable parameters (its adapters) are
     inputs of the checkpointed function, so their gradients flow through the recomputation;
-    its frozen weights are constants of it."""
+    its frozen weights, and the padding mask, are constants of it."""
 
     def run(params, x, context, global_modulation, rope, local_seq):
         block.update(params)
-        return block(x, context, global_modulation, rope, local_seq, m)
+        return block(x, context, global_modulation, rope, local_seq, m, valid)
 
     return mx.checkpoint(run)(
         block.trainable_parameters(), x, context, global_modulation, rope, local_seq

@@ -4,10 +4,14 @@ The same step as `tunesmith.families.stable_audio_3.trainer` (its docstring has 
 rectified flow, x_t = x0·(1 − t) + ε·t, target ε − x0; context = T5Gemma tokens + duration
 token, CFG dropout zeroing a sample's whole context and marking every token valid (so the
 padding embedding does not come back), the global conditioning kept; local_add_cond = [ones |
-zeros]; squared error over valid frames × channels per sample, then the batch mean; AdamW
+zeros]; squared error over valid frames × channels per sample, then the batch mean, with the
+run's loss options (normalisation, the weight of padded frames, attention past the padding:
+`normalized_mse`, `masked_loss` and `PaddedValues` there, the self-attention's `padding_mask`
+in `mlx/model.py` here); AdamW
 with the run's betas, eps and weight decay (underfit's template values by default, `optim.py`)
 and bias correction on (MLX's own default is off), the run's lr schedule, and optional
-global-norm clipping as torch's clip_grad_norm_.
+global-norm clipping as torch's clip_grad_norm_. The step's gradient norm and adapter
+magnitude are underfit's (`combine_norms` over each tensor's norm), as the torch trainer's.
 
 What runs where. T5Gemma stays in torch (frozen, its outputs cached per prompt and handed
 over as arrays); the DiT and the duration embedder run in MLX. Every random number comes from
@@ -62,7 +66,14 @@ from tunesmith.families.stable_audio_3.data import Batch
 from tunesmith.families.stable_audio_3.mlx import convert as mlx_convert
 from tunesmith.families.stable_audio_3.mlx.model import cross_attention_context
 from tunesmith.families.stable_audio_3.timesteps import FullShift
-from tunesmith.families.stable_audio_3.trainer import Objective, UnderfitTrainer
+from tunesmith.families.stable_audio_3.trainer import (
+    COUNT_EPS,
+    NORM_EPS,
+    LossOptions,
+    Objective,
+    UnderfitTrainer,
+    combine_norms,
+)
 from tunesmith.train import distributed
 from tunesmith.train.config import RunConfig
 from tunesmith.train.state import ResumeError, params_state
@@ -82,6 +93,47 @@ class SA3Modules(nn.Module):
         self.duration_embedder = duration_embedder
 
 
+def normalized_mse(
+    prediction: mx.array, target: mx.array, valid: mx.array, normalization: str
+) -> mx.array:
+    """The torch trainer's `normalized_mse` in MLX: the squared error [B, C, L], divided at the
+    valid frames (`valid` [B, L] bool) by the target's variance without gradient, + 1e-6. The
+    masked moments are sums over the valid elements over their count (torch: nanmean)."""
+    mse = (prediction - target) ** 2
+    if normalization == "none":
+        return mse
+    keep = valid[:, None, :]
+    target = mx.stop_gradient(target)
+    if normalization == "timestep":
+        centred = target - target.mean(axis=1, keepdims=True)
+        variance = (centred**2).mean(axis=1, keepdims=True) + NORM_EPS
+    elif normalization in ("sample", "sample_channel"):
+        axes = (1, 2) if normalization == "sample" else (2,)
+        count = mx.broadcast_to(keep, target.shape).astype(mx.float32).sum(axis=axes, keepdims=True)
+        mean = mx.where(keep, target, 0.0).sum(axis=axes, keepdims=True) / count
+        spread = mx.where(keep, (target - mean) ** 2, 0.0).sum(axis=axes, keepdims=True) / count
+        variance = spread + NORM_EPS
+        variance = mx.where(mx.isnan(variance), 1.0, variance)  # no valid frame: 0/0
+    else:
+        raise ValueError(f"unknown loss normalization {normalization!r}")
+    return mx.where(keep, mse / variance, mse)
+
+
+def masked_loss(
+    errors: mx.array, valid: mx.array, padding_attention: bool, mask_weight: float
+) -> mx.array:
+    """The torch trainer's `masked_loss` in MLX: per-sample losses [B] from errors [B, C, L]."""
+    keep = valid[:, None, :]
+    channels = errors.shape[1]
+    signal = mx.where(keep, errors, 0.0).sum(axis=(1, 2))
+    count = valid.astype(mx.float32).sum(axis=1) * channels
+    if padding_attention or not mask_weight:
+        return signal / (count + COUNT_EPS)
+    padding = mx.where(keep, 0.0, errors).sum(axis=(1, 2))
+    padded = mx.logical_not(valid).astype(mx.float32).sum(axis=1) * channels
+    return (signal + mask_weight * padding) / (count + mask_weight * padded + COUNT_EPS)
+
+
 def per_sample_loss(
     modules: SA3Modules,
     x0: mx.array,  # [B, D, L] float32 (latents / scale)
@@ -92,6 +144,7 @@ def per_sample_loss(
     seconds: mx.array,  # [B] seconds_total
     drop: mx.array,  # [B] bool: CFG dropout
     frame_mask: mx.array,  # [B, L] 1 where there is audio
+    options: LossOptions = LossOptions(),  # noqa: B008 (frozen)
 ) -> mx.array:
     """Per-sample losses [B] (float32), the torch Objective.loss in MLX."""
     dit = modules.transformer
@@ -104,6 +157,7 @@ def per_sample_loss(
     context_mask = mx.where(drop[:, None], True, context_mask)
     b, d, length = x0.shape
     local_add_cond = mx.concatenate([mx.ones((b, 1, length)), mx.zeros((b, d, length))], axis=1)
+    valid = frame_mask.astype(mx.bool_)
     prediction = dit(
         noised.astype(dtype),
         t.astype(dtype),
@@ -111,24 +165,29 @@ def per_sample_loss(
         global_states.astype(dtype),
         context_mask,
         local_add_cond.astype(dtype),
+        padding_mask=valid if options.padding_attention else None,
     )
-    valid = frame_mask.astype(mx.float32)[:, None, :]
-    mse = (prediction.astype(mx.float32) - target) ** 2 * valid
-    return mse.sum(axis=(1, 2)) / mx.maximum(valid.sum(axis=(1, 2)) * d, 1.0)
+    errors = normalized_mse(prediction.astype(mx.float32), target, valid, options.normalization)
+    return masked_loss(errors, valid, options.padding_attention, options.mask_weight)
 
 
-def _mean_loss(modules, *inputs) -> mx.array:
-    return per_sample_loss(modules, *inputs).mean()
+def _mean_loss(modules, *inputs, options: LossOptions) -> mx.array:
+    return per_sample_loss(modules, *inputs, options=options).mean()
 
 
-def _weighted_loss(modules, weights, *inputs) -> mx.array:
+def _weighted_loss(modules, weights, *inputs, options: LossOptions) -> mx.array:
     """A rank's part of the global batch's loss, times the world size: Σ w_i·loss_i."""
-    return (per_sample_loss(modules, *inputs) * weights).sum()
+    return (per_sample_loss(modules, *inputs, options=options) * weights).sum()
 
 
-def loss_and_grads(modules: SA3Modules, *inputs: mx.array) -> tuple[mx.array, dict]:
+def loss_and_grads(
+    modules: SA3Modules,
+    *inputs: mx.array,
+    options: LossOptions = LossOptions(),  # noqa: B008 (frozen)
+) -> tuple[mx.array, dict]:
     """(batch-mean loss, gradients of the trainable parameters), uncompiled: for checks."""
-    return nn.value_and_grad(modules, _mean_loss)(modules, *inputs)
+    loss = partial(_mean_loss, options=options)
+    return nn.value_and_grad(modules, loss)(modules, *inputs)
 
 
 def clip_global_norm(grads: dict, max_norm: float) -> tuple[dict, mx.array]:
@@ -138,8 +197,10 @@ def clip_global_norm(grads: dict, max_norm: float) -> tuple[dict, mx.array]:
     return tree_map(lambda g: (g * coef).astype(g.dtype), grads), total
 
 
-def _global_norm(tree) -> mx.array:
-    return mx.sqrt(sum(mx.sum(a.astype(mx.float32) ** 2) for _, a in tree_flatten(tree)))
+def tensor_norms(tree) -> mx.array:
+    """Each array's L2 norm in float32 [n], in the tree's order (what `combine_norms` takes)."""
+    norms = [mx.sqrt(mx.sum(a.astype(mx.float32) ** 2)) for _, a in tree_flatten(tree)]
+    return mx.stack(norms) if norms else mx.zeros((0,))
 
 
 def adamw(train) -> mlx_optim.AdamW:
@@ -155,10 +216,15 @@ def adamw(train) -> mlx_optim.AdamW:
 
 
 def make_step(
-    modules: SA3Modules, optimizer: mlx_optim.Optimizer, grad_clip: float = 0.0, group=None
+    modules: SA3Modules,
+    optimizer: mlx_optim.Optimizer,
+    grad_clip: float = 0.0,
+    group=None,
+    options: LossOptions = LossOptions(),  # noqa: B008 (frozen)
 ):
     """The compiled training step: (x0, noise, t, embeds, prompt_mask, seconds, drop,
-    frame_mask) → (mean loss, grad norm after clipping, parameter norm before the update).
+    frame_mask) → (mean loss, each gradient's norm after clipping, each adapter tensor's norm
+    before the update), the loss with the run's `options`.
 
     `grad_clip` (0 = off) is fixed when the step is built. The step draws no random numbers;
     MLX's random state is captured anyway, as mlx's compile docs ask of any step that might.
@@ -168,7 +234,8 @@ def make_step(
     and the loss returned is the global batch's mean (the ranks' weighted sums, summed, over
     the world size).
     """
-    value_and_grad = nn.value_and_grad(modules, _mean_loss if group is None else _weighted_loss)
+    loss_fn = partial(_mean_loss if group is None else _weighted_loss, options=options)
+    value_and_grad = nn.value_and_grad(modules, loss_fn)
     # Moments made now, outside the trace: made lazily inside it, they would be placeholders.
     optimizer.init(modules.trainable_parameters())
     state = [modules.state, optimizer.state, mx.random.state]
@@ -176,7 +243,7 @@ def make_step(
     @partial(mx.compile, inputs=state, outputs=state)
     def step(*inputs):
         run.traces += 1  # Python runs here only while MLX traces the step
-        magnitude = _global_norm(modules.trainable_parameters())
+        magnitudes = tensor_norms(modules.trainable_parameters())
         loss, grads = value_and_grad(modules, *inputs)
         if group is not None:
             grads = nn.average_gradients(grads, group)
@@ -184,7 +251,7 @@ def make_step(
         if grad_clip > 0:
             grads, _ = clip_global_norm(grads, grad_clip)
         optimizer.update(modules, grads)
-        return loss, _global_norm(grads), magnitude
+        return loss, tensor_norms(grads), magnitudes
 
     def run(*inputs: mx.array) -> tuple[mx.array, mx.array, mx.array]:
         out = step(*inputs)
@@ -234,7 +301,14 @@ class MLXObjective:
         self.optimizer = adamw(run.train)
         self.schedule, self.schedule_step = optim.lr_schedule(run.train), 0
         self.group = distributed.mlx_group()  # None on one process
-        self._step = make_step(self.modules, self.optimizer, run.train.grad_clip, self.group)
+        self.loss_options = LossOptions.of(run.train)
+        self._step = self._make_step()
+
+    def _make_step(self):
+        train = self.run.train
+        return make_step(
+            self.modules, self.optimizer, train.grad_clip, self.group, self.loss_options
+        )
 
     def _adopt_torch_init(self) -> None:
         """A as the torch path draws it (same seed, same order); B zero; m from the MLX
@@ -291,24 +365,27 @@ class MLXObjective:
 
     def loss(self, batch: Batch, prompts: list[str], t, noise, drop) -> torch.Tensor:
         """Per-sample losses [B] as a torch tensor, without gradients (validation)."""
-        losses = per_sample_loss(self.modules, *self.inputs(batch, prompts, t, noise, drop))
+        inputs = self.inputs(batch, prompts, t, noise, drop)
+        losses = per_sample_loss(self.modules, *inputs, options=self.loss_options)
         return torch.from_numpy(np.array(losses))
 
     def lr(self, step: int) -> float:
         """The learning rate of optimizer step `step` (0-based): the peak times the schedule."""
         return self.run.train.lr * self.schedule(step)
 
-    def step(self, batch: Batch, prompts, t, noise, drop, weights=None) -> tuple[float, ...]:
-        """One compiled optimizer step: (loss, grad norm after clipping, adapter norm before),
-        at the schedule's lr for this step; the schedule then moves on, as torch's LambdaLR.
-        `weights`: those of a rank's items, on one rank of several."""
+    def step(self, batch: Batch, prompts, t, noise, drop, weights=None) -> tuple:
+        """One compiled optimizer step: (loss, grad norm after clipping, adapter norm before;
+        underfit's, None where it logs none), at the schedule's lr for this step; the schedule
+        then moves on, as torch's LambdaLR. `weights`: those of a rank's items, on one rank of
+        several."""
         self.optimizer.learning_rate = self.lr(self.schedule_step)  # an array in the state
         inputs = self.inputs(batch, prompts, t, noise, drop)
         if self.group is not None:
             inputs = (mx.array(weights, dtype=mx.float32), *inputs)
-        loss, grad_norm, magnitude = self._step(*inputs)
+        loss, grad_norms, magnitudes = self._step(*inputs)
         self.schedule_step += 1
-        return loss.item(), grad_norm.item(), magnitude.item()
+        grad_norm = combine_norms(np.array(grad_norms).tolist(), skip_nan=True)
+        return loss.item(), grad_norm, combine_norms(np.array(magnitudes).tolist())
 
     def shift_timesteps(self, t: torch.Tensor, length: int) -> torch.Tensor:
         return self.shift(t, length)
@@ -353,7 +430,7 @@ class MLXObjective:
         self.optimizer.state = tree_unflatten(flat)
         mx.eval(self.optimizer.state)
         # The compiled step captured the old state dict: build it again around the new one.
-        self._step = make_step(self.modules, self.optimizer, self.run.train.grad_clip, self.group)
+        self._step = self._make_step()
 
 
 class MlxTrainer(UnderfitTrainer):
@@ -369,7 +446,7 @@ class MlxTrainer(UnderfitTrainer):
         self.device = "cpu"  # the memory cap counts MLX's memory as the process's
         self.identity = self.identity_of(self.objective)
 
-    def step(self) -> StepReport:
+    def _update(self) -> StepReport:
         d = self.draws.next()
         if self.objective.group is None:
             value, grad_norm, magnitude = self.objective.step(
@@ -379,7 +456,10 @@ class MlxTrainer(UnderfitTrainer):
             value, grad_norm, magnitude = self._shared_step(d)
         # The lr the next step will use, as the torch trainer (and underfit) logs it.
         lr = self.objective.lr(self.objective.schedule_step)
-        fields = {"lr": lr, "grad_norm": grad_norm, "lora_magnitude": magnitude}
+        fields = {"lr": lr}
+        for key, norm in (("grad_norm", grad_norm), ("lora_magnitude", magnitude)):
+            if norm is not None:  # underfit logs neither without gradients or parameters
+                fields[key] = norm
         return StepReport(value, d.t.float().mean().item(), self.draws.epoch, fields)
 
     def _shared_step(self, d) -> tuple[float, float, float]:
@@ -416,6 +496,7 @@ class MlxTrainer(UnderfitTrainer):
         saved = {"state": {0: moments}, "param_groups": [{"backend": "mlx"}]}
         self.objective.load_optimizer_state(saved, params)
         self.draws.load_state(tensors, document)
+        self.train_log.resume(document["schedule_step"])  # one schedule step per step
 
 
 def _take(items, indices: list[int]):
