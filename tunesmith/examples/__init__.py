@@ -1,7 +1,8 @@
 """Example datasets and tiny models, made by code (nothing downloaded).
 
 `loops` (audio at known tempi and keys) trains a Stable Audio 3 adapter on the tiny
-Stable Audio 3 in `<models>/tiny-stable-audio-3`; `rings` (drawn images) is encoded for
+Stable Audio 3 in `<models>/tiny-stable-audio-3` (its ARC sibling, for demos with `arc = true`,
+in `<models>/tiny-stable-audio-3-arc`); `rings` (drawn images) is encoded for
 the tiny SDXL in `<models>/tiny-sdxl`; `songs` (sung and instrumental clips with lyrics
 sidecars) trains an ACE-Step LoRA on the tiny ACE-Step 1.5 in `<models>/tiny-ace-step` and a
 planner LoRA on the tiny planner LM in `<models>/tiny-acestep-5Hz-lm`.
@@ -13,6 +14,9 @@ import json
 from pathlib import Path
 
 TINY_SA3 = "tiny-stable-audio-3"
+# Its ARC sibling, where a demo with `arc = true` renders (stable_audio_3/arc.py
+# `arc_model_name`; named here without importing torch).
+TINY_SA3_ARC = TINY_SA3 + "-arc"
 TINY_SDXL = "tiny-sdxl"
 TINY_ACE_STEP = "tiny-ace-step"
 # The tiny planner LM in the published acestep-5Hz-lm layout, beside the tiny ACE-Step (a
@@ -86,6 +90,14 @@ prompt = "{{trigger}}, Genre: lo-fi hip hop"
 seed = 43
 duration = 8.0
 steps = 25
+
+# Uncomment to render a demo as underfit's ARC demos are: on the ARC model beside the base
+# ({TINY_SA3_ARC}) with the adapter merged, sampled ping-pong (8 steps, cfg 1).
+# [[runs.demos]]
+# prompt = "{{trigger}}, Genre: lo-fi hip hop"
+# seed = 44
+# duration = 8.0
+# arc = true
 """
 
 
@@ -170,7 +182,7 @@ def make_examples(
 
     folders = {name: datasets_root / name for name in ("loops", "rings", "songs")}
     if models_root is not None:
-        for name in (TINY_SA3, TINY_SDXL, TINY_ACE_STEP, TINY_PLANNER):
+        for name in (TINY_SA3, TINY_SA3_ARC, TINY_SDXL, TINY_ACE_STEP, TINY_PLANNER):
             folders[name] = models_root / name
     if record is not None and verdicts.passed(record, _state_key(folders)):
         return folders
@@ -196,9 +208,13 @@ def _write(folders: dict[str, Path], models_root: Path | None) -> None:
         from tunesmith.families.ace_step.tiny import make_tiny_ace_step
         from tunesmith.families.ace_step_planner.tiny import make_tiny_planner
         from tunesmith.families.sdxl.tiny import make_tiny_sdxl
-        from tunesmith.families.stable_audio_3.tiny import make_tiny_stable_audio_3
+        from tunesmith.families.stable_audio_3.tiny import (
+            make_tiny_stable_audio_3,
+            make_tiny_stable_audio_3_arc,
+        )
 
         make_tiny_stable_audio_3(folders[TINY_SA3])
+        make_tiny_stable_audio_3_arc(folders[TINY_SA3_ARC])
         make_tiny_sdxl(folders[TINY_SDXL])
         make_tiny_ace_step(folders[TINY_ACE_STEP])
         make_tiny_planner(folders[TINY_PLANNER])

@@ -21,7 +21,11 @@ of two kinds, the same kind throughout a page:
 
 each a path relative to the page's folder, plus the adapter side's optional strength and
 step (shown in its label) and, for a planner's plan, `plan` ({codes, seconds, metas, and
-optionally dit_audio: the codes rendered through the DiT}: shown under the side).
+optionally dit_audio: the codes rendered through the DiT}: shown under the side). Which model
+drew a side is read from its render's sidecar, the `.json` beside its audio or picture (the
+renders stage publishes one with every render): `model` "ARC" for a demo rendered on the ARC
+model (Stable Audio 3's `arc = true`), labelled so on the side and under the prompt; a render
+without a sidecar, or whose sidecar names no model, is the base model's.
 `prompts_heading` replaces the section's "Demo prompts". An image must be a PNG; its pixel
 size comes from its header.
 
@@ -49,6 +53,7 @@ SIDES = ("base", "adapter")
 # The media keys of a side, by kind; a side holds exactly one kind's keys.
 MEDIA = {"audio": ("audio", "spectrogram"), "image": ("image",)}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+ARC = "ARC"  # a render sidecar's `model` for a render on the ARC model
 
 
 def write_audition_page(path: Path, page: dict) -> Path:
@@ -219,6 +224,16 @@ def _plan_html(entry: dict) -> str:
     )
 
 
+def _drawn_by(entry: dict, folder: Path, kind: str) -> str | None:
+    """The `model` the sidecar beside a side's render names (`<stem>.json`), or None."""
+    media = folder / entry[MEDIA[kind][0]]
+    try:
+        sidecar = json.loads(media.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # no sidecar (a page made by hand), or not JSON
+        return None
+    return sidecar.get("model") if isinstance(sidecar, dict) else None
+
+
 def _settings_html(prompt: dict, where: str, folder: Path, kind: str) -> str:
     """The line under a prompt: what both sides were rendered with."""
     seed, steps = _require(prompt, "seed", where), _require(prompt, "steps", where)
@@ -228,9 +243,13 @@ def _settings_html(prompt: dict, where: str, folder: Path, kind: str) -> str:
     else:
         sizes = {s: _png_size(folder, prompt[s]["image"], f"{where}.{s}") for s in SIDES}
         size = " vs ".join(dict.fromkeys(f"{w}×{h}" for w, h in sizes.values())) + " px"
+    # The model both sides were drawn on, said where it is the ARC model (no side's label,
+    # which blind mode hides, is needed to know it).
+    on_arc = any(_drawn_by(prompt[s], folder, kind) == ARC for s in SIDES)
+    model = " · ARC model, ping-pong sampler" if on_arc else ""
     return (
         f'<p class="settings">id <code>{_esc(prompt["id"])}</code> · seed {_esc(seed)} · '
-        f"{_esc(size)} · {_esc(steps)} steps · cfg {_esc(f'{cfg:g}')}</p>"
+        f"{_esc(size)} · {_esc(steps)} steps · cfg {_esc(f'{cfg:g}')}{model}</p>"
     )
 
 
@@ -245,10 +264,11 @@ def _prompt_html(index: int, prompt: dict, folder: Path, kind: str) -> str:
     pid, text = prompt["id"], _require(prompt, "prompt", where)
     adapter = prompt["adapter"]
     shown = _esc(text) if text else "<i>(empty prompt)</i>"
+    on_arc = {side: _drawn_by(prompt[side], folder, kind) == ARC for side in SIDES}
     labels = {
-        "base": "Base model",
-        "adapter": f"Adapter · step {adapter.get('step', '?')} · strength "
-        f"{adapter.get('strength', '?')}",
+        "base": "ARC model" if on_arc["base"] else "Base model",
+        "adapter": f"Adapter{' on the ARC model' if on_arc['adapter'] else ''} · step "
+        f"{adapter.get('step', '?')} · strength {adapter.get('strength', '?')}",
     }
     sides = "".join(
         _side_html(side, prompt[side], label, f"{where}.{side}", folder, kind)

@@ -7,7 +7,10 @@ strength. Audio families write a 16-bit WAV, peak-normalised and cut to the demo
 spectrogram PNG; image families write the picture as a PNG at the size the family renders
 the run at (`Family.picture_size`). Both write a JSON sidecar with every setting. Renders are
 cached in the store under the base model's fingerprint, the adapter file's hash, the demo and
-the placement: an unchanged adapter and demo list renders nothing again.
+the placement (and, for a Stable Audio 3 demo on the ARC model, the run's `train.arc_model`):
+an unchanged adapter and demo list renders nothing again. A renderer's `details()` adds to the
+sidecar (a planner's plan; `model` "ARC" for a render on the ARC model, which the audition page
+labels).
 
 `RunRenders` (one run's renderer, its files and sidecar) and `publish` (a render's files under
 the names people open) are the one write path: `tunesmith render`
@@ -94,6 +97,9 @@ def build_renders(
             for side in SIDES:
                 strength = 0.0 if side == "base" else demo.strength
                 media = {"size": render.size} if render.image else {"mp3": mp3_ok}
+                # Which ARC model a demo with `arc = true` renders on; other keys stay as they
+                # were before ARC demos, so their renders stay cached.
+                arc = {"arc_model": run.train.arc_model} if getattr(demo, "arc", False) else {}
                 key = content_key(
                     stage="renders",
                     version=STAGE_VERSION,
@@ -103,6 +109,7 @@ def build_renders(
                     demo={**asdict(demo), "strength": strength},
                     placement=placement.as_dict(),
                     **media,
+                    **arc,
                 )
                 folder = out / "renders" / run.name / side
                 # Both functions run inside this iteration (no late-binding of the loop).

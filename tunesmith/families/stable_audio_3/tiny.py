@@ -19,6 +19,12 @@ and sharpens the VAE's attention (`_wake_zero_inits`, `_sharpen_same_attention`)
 path carries signal, as in a trained model: latents depend on the audio, audio on the
 latents, and an adapter on any layer changes the output.
 
+`make_tiny_stable_audio_3_arc` writes the tiny base model's ARC sibling, for demos with
+`arc = true` (`arc.py`): the same components, and the DiT as post-training leaves it, the base's
+weights each moved by a small seeded step (`ARC_STEP` of the tensor's own spread), so that an
+adapter trained on the base fits it and the two models sound different; its scheduler is the
+ping-pong one (`stochastic_sampling`), as the published distilled checkpoints ship it.
+
 Not handled: the ACE-Step and SDXL tiny models (their own functions, later).
 """
 
@@ -96,6 +102,11 @@ TINY_SA3_CONFIG: dict[str, dict] = {
 # patch_size * prod(encoder_strides): samples per latent frame (AutoencoderSAME computes it,
 # it is not in the VAE's config.json).
 TINY_SA3_DOWNSAMPLING_RATIO = 256 * 16
+# The tiny ARC: every DiT tensor of more than one value moves by ARC_STEP times its own standard
+# deviation of Gaussian noise drawn from seed + ARC_SEED_OFFSET (a post-trained model stays near
+# its base; the real ARC models are a distillation of their base).
+ARC_STEP = 0.1
+ARC_SEED_OFFSET = 100
 WAKE_STD = 0.02  # std of the redrawn all-zero vectors (BERT/GPT-2's init std)
 SAME_QK_GAIN = 4.0  # see _sharpen_same_attention
 
@@ -109,6 +120,35 @@ def make_tiny_stable_audio_3(folder: Path, seed: int = 0) -> Path:
         lambda pipe: _marker(pipe, seed, _config_hash(seed)),
         check_base_model,
     )
+
+
+def make_tiny_stable_audio_3_arc(folder: Path, seed: int = 0) -> Path:
+    """Write the tiny base model's ARC sibling to `folder` (`tiny-stable-audio-3-arc` beside
+    the base, `arc.arc_model_name`); returns `folder` (see write_tiny)."""
+    config_hash = _arc_config_hash(seed)
+    return write_tiny(
+        Path(folder),
+        config_hash,
+        lambda: build_tiny_stable_audio_3_arc(seed),
+        lambda pipe: {**_marker(pipe, seed, config_hash), **_arc_spec(seed)},
+        check_base_model,
+    )
+
+
+def build_tiny_stable_audio_3_arc(seed: int = 0):
+    """The tiny ARC `StableAudio3Pipeline` in memory: the tiny base of `seed` with its DiT
+    moved (`ARC_STEP`) and the ping-pong scheduler."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    pipe = build_tiny_stable_audio_3(seed)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed + ARC_SEED_OFFSET)
+        for param in pipe.transformer.parameters():
+            if param.numel() > 1:
+                param.add_(torch.randn_like(param) * (ARC_STEP * param.std()))
+    scheduler = {**TINY_SA3_CONFIG["scheduler"], "stochastic_sampling": True}
+    pipe.scheduler = FlowMatchEulerDiscreteScheduler(**scheduler)
+    return pipe
 
 
 def build_tiny_stable_audio_3(seed: int = 0):
@@ -207,6 +247,15 @@ def _sharpen_same_attention(vae: torch.nn.Module) -> torch.nn.Module:
 
 def _config_hash(seed: int) -> str:
     spec = {"format": FORMAT, "seed": seed, "config": TINY_SA3_CONFIG}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def _arc_spec(seed: int) -> dict:
+    return {"arc": {"step": ARC_STEP, "seed": seed + ARC_SEED_OFFSET, "stochastic_sampling": True}}
+
+
+def _arc_config_hash(seed: int) -> str:
+    spec = {"format": FORMAT, "seed": seed, "config": TINY_SA3_CONFIG, **_arc_spec(seed)}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
