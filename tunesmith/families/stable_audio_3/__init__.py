@@ -91,7 +91,7 @@ class StableAudio3(Family):
     def renderer(self, run, base_model: Path, placement, adapter: Path):
         from tunesmith.families.stable_audio_3.sample import Renderer
 
-        return Renderer(base_model, placement, adapter)
+        return Renderer(base_model, placement, adapter, arc_model=run.train.arc_model)
 
     def validate_files(self, path) -> dict[str, str]:
         from tunesmith.families.stable_audio_3.files import validate_files
