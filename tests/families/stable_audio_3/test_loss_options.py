@@ -476,3 +476,17 @@ def test_the_trainers_take_the_options_from_the_run(folder):
     }
     assert Objective(folder, run, CPU).loss_options == expected
     assert mlx_train.MLXObjective(folder, run, MLX_CPU).loss_options == expected
+
+
+def test_the_compiled_mlx_step_trains_on_the_runs_options(folder):
+    """The step's loss (before its update) is the options' loss, not the default one."""
+    run = run_config(folder, loss_normalization="sample_channel", mask_loss_weight=0.5)
+    mlx_side = mlx_train.MLXObjective(folder, run, MLX_CPU)
+    _awake(Objective(folder, run, CPU), mlx_side)
+    inputs = draws(6)
+    expected = mlx_side.loss(*inputs).mean().item()
+    default = mlx_train.per_sample_loss(mlx_side.modules, *mlx_side.inputs(*inputs)).mean().item()
+    loss, grad_norm, magnitude = mlx_side.step(*inputs)
+    assert loss == pytest.approx(expected, rel=1e-6)
+    assert abs(default - expected) > 1e-3 * expected
+    assert grad_norm > 0 and magnitude > 0
