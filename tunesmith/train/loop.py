@@ -128,7 +128,10 @@ def train(
     events = History(run_dir, run.step) if main else _NoEvents()
     cap = MemoryCap(cfg.cap, trainer.device)  # ends the run past it
     trained, train_seconds, stopped = 0, 0.0, ""
-    bar = _bar(run.step, run.epoch, steps, progress or sys.stdout, disable=not main)
+    # A trainer that writes its own progress lines (Stable Audio 3: underfit's, one per step)
+    # gets no bar beside them in the same file.
+    own = getattr(trainer, "writes_progress", False)
+    bar = _bar(run.step, run.epoch, steps, progress or sys.stdout, disable=not main or own)
     try:
         while run.step < steps:
             tick = time.perf_counter()

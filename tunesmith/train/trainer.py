@@ -81,7 +81,8 @@ class Trainer(Protocol):
     names: AdapterNames
     # Optional: `start_note`, one line the loop logs when the run starts or resumes (e.g. the
     # optimizer's split of the parameters); `steps`, where set, the steps the run trains to
-    # (a family whose horizon is counted in epochs knows it only once it has its items).
+    # (a family whose horizon is counted in epochs knows it only once it has its items);
+    # `writes_progress`, true where the trainer writes its own progress lines (no bar then).
 
     def step(self) -> StepReport:
         """One optimizer update. On a non-finite loss the adapter is left as it was."""

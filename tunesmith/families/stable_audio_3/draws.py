@@ -18,7 +18,7 @@ import torch
 
 from tunesmith.families.stable_audio_3 import timesteps
 from tunesmith.families.stable_audio_3.data import ORDER, Batch, Item, draw_batch
-from tunesmith.families.stable_audio_3.prompts import training_prompt
+from tunesmith.families.stable_audio_3.prompts import training_prompts
 from tunesmith.train.config import RunConfig
 from tunesmith.train.order import Order
 from tunesmith.train.state import from_json, to_json
@@ -53,10 +53,7 @@ class Draws:
         indices = self.order.next()
         batch = draw_batch(self.items, indices, cfg.latent_crop_length, self.order.generator)
         n = batch.latents.shape[0]
-        prompts = [
-            training_prompt(list(p), self.prompt_rng, self.run.trigger, cfg.trigger_probability)
-            for p in batch.pieces
-        ]
+        prompts = training_prompts(batch, self.prompt_rng, self.run)
         t = timesteps.sample(cfg.timestep_sampler, n, self.generator)
         if cfg.use_effective_length_for_schedule:  # each item's whole duration, not the crop
             lengths = [timesteps.effective_length(self.items[i].seconds_total) for i in indices]

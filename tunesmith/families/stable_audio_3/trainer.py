@@ -54,11 +54,12 @@ from tqdm import tqdm
 from tunesmith.adapters import torch_lora
 from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
-from tunesmith.families.stable_audio_3 import files, model, optim, published
+from tunesmith.families.stable_audio_3 import arc, files, model, optim, published, xs_bases
 from tunesmith.families.stable_audio_3 import names as sa3_names
 from tunesmith.families.stable_audio_3.config import include_and_exclude
 from tunesmith.families.stable_audio_3.data import Batch, Item, load_items
 from tunesmith.families.stable_audio_3.draws import Draws
+from tunesmith.families.stable_audio_3.prompts import prompt_options
 from tunesmith.families.stable_audio_3.timesteps import FullShift
 from tunesmith.families.stable_audio_3.validation import Validation
 from tunesmith.formats.underfit import AdapterConfig, checkpoint_filename
@@ -197,10 +198,20 @@ class PaddedValues:
 class Objective:
     """The base model with adapters attached, and the loss underfit trains it with."""
 
-    def __init__(self, base_model: Path, run: RunConfig, placement: Placement, pipe=None) -> None:
+    def __init__(
+        self,
+        base_model: Path,
+        run: RunConfig,
+        placement: Placement,
+        pipe=None,
+        fingerprint: str | None = None,
+    ) -> None:
         """`pipe`: the pipeline, already built (the memory estimate's, on `meta`); by default
-        loaded from `base_model` at the placement's dtype and device."""
+        loaded from `base_model` at the placement's dtype and device. `fingerprint`: the base
+        model's, where the run's `-xs` bases are kept in the store under it (`xs_bases.py`)."""
         self.run, self.device = run, torch.device(placement.device)
+        self.base_model = Path(base_model)
+        self.arc = None  # the ARC model of `arc` demos, loaded at the first
         if pipe is None:
             pipe = model.load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
         self.pipe = pipe
@@ -223,6 +234,11 @@ class Objective:
             [(underfit, name) for name, underfit in candidates.items()], include, exclude
         )
         self.targets = [name for _, name in chosen]
+        self.bases, self.bases_note = None, ""
+        if xs_bases.is_xs(run.adapter.type):
+            self.bases, self.bases_note = xs_bases.run_bases(
+                self.modules, self.targets, run.adapter.rank, base_model, fingerprint
+            )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(run.train.seed)  # the adapters' initial A: the same every time
             torch_lora.attach(
@@ -231,8 +247,10 @@ class Objective:
                 run.adapter.rank,
                 run.adapter.scale_alpha,
                 run.adapter.type,
+                bases=self.bases,
             )
         self.include, self.exclude = include, exclude
+        self.torch_modules = self.modules  # where the demos' adapters are (MLX: a torch copy)
         self._text: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self.loss_options = LossOptions.of(run.train)
         # After the adapters are attached: the hooks go on the modules the forward calls.
@@ -310,7 +328,20 @@ class Objective:
 
         written = []
         for index, demo in enumerate(self.run.demos):
-            samples = model.render_demo(self.pipe, demo)
+            if demo.arc:  # underfit's arc demo entries: the ARC model with the adapter merged
+                if self.arc is None:
+                    self.arc = arc.training_arc(
+                        self.base_model,
+                        self.run,
+                        self.pipe.transformer.dtype,
+                        str(self.device),
+                        self.torch_modules,
+                        self.targets,
+                    )
+                self.arc.load_state(self.adapter_state())
+                samples = self.arc.render(demo, 1.0)
+            else:
+                samples = model.render_demo(self.pipe, demo)
             path = folder / f"{index}-{step}.wav"
             atomic_write_bytes(path, wav_bytes(samples, model.SAMPLE_RATE))
             written.append(path)
@@ -459,14 +490,21 @@ class UnderfitTrainer:
         items = encoded if isinstance(encoded, list) else load_items(encoded)
         split = split_holdout(items, run.train.holdout)
         self.run, self.metadata = run, metadata
-        self.base_model = metadata.get("tunesmith.base_model_fingerprint", str(base_model))
+        self.fingerprint = metadata.get("tunesmith.base_model_fingerprint")
+        self.base_model = self.fingerprint or str(base_model)
         self.validation_note = split.note()
         self.draws = Draws(split.train, run, FullShift())
         self.validation = Validation(
-            split.validation, run.train.latent_crop_length, run.train.seed, run.trigger
+            split.validation,
+            run.train.latent_crop_length,
+            run.train.seed,
+            run.trigger,
+            prompt_options(run.train),
         )
         self.names = UnderfitNames(run_dir / "checkpoints", run.name)
         self.train_log = TrainLog(run_dir / "train.log", run.train.steps)
+
+    writes_progress = True  # `train_log`: the loop draws no bar of its own
 
     def step(self) -> StepReport:
         """One optimizer update (the backend's `_update`), its line in the run's log."""
@@ -513,7 +551,8 @@ class TorchTrainer(UnderfitTrainer):
 
     def __init__(self, run, base_model, encoded, run_dir, placement, metadata) -> None:
         super().__init__(run, base_model, encoded, run_dir, metadata)
-        self.objective = Objective(base_model, run, placement)
+        self.objective = Objective(base_model, run, placement, fingerprint=self.fingerprint)
+        self.start_note = self.objective.bases_note
         self.device = placement.device
         self.identity = self.identity_of(self.objective)
         self.params = self.objective.parameters()

@@ -59,7 +59,7 @@ from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from tunesmith.adapters import mlx_lora, torch_lora
 from tunesmith.adapters.targets import select_targets
 from tunesmith.backends.placement import Placement
-from tunesmith.families.stable_audio_3 import model, optim, published
+from tunesmith.families.stable_audio_3 import model, optim, published, xs_bases
 from tunesmith.families.stable_audio_3 import names as sa3_names
 from tunesmith.families.stable_audio_3.config import include_and_exclude
 from tunesmith.families.stable_audio_3.data import Batch
@@ -269,7 +269,10 @@ def _mx(tensor: torch.Tensor, dtype=mx.float32) -> mx.array:
 class MLXObjective:
     """The torch Objective's conventions with the DiT in MLX (see the module docstring)."""
 
-    def __init__(self, base_model: Path, run: RunConfig, placement: Placement) -> None:
+    def __init__(
+        self, base_model: Path, run: RunConfig, placement: Placement, fingerprint: str | None = None
+    ) -> None:
+        """`fingerprint`: as the torch Objective's (the store's `-xs` bases)."""
         if placement.backend != "mlx":
             raise ValueError(f"MLXObjective needs an mlx placement, got {placement}")
         if placement.device != "cpu":
@@ -278,6 +281,10 @@ class MLXObjective:
         self.dtype = MX_DTYPES[placement.dtype]
         # The torch pipeline (float32, CPU) for T5Gemma, the demos and the initial A.
         self.pipe = model.load_pipeline(base_model, torch.float32, "cpu")
+        self.base_model, self.device, self.arc = Path(base_model), torch.device("cpu"), None
+        self.torch_modules = torch.nn.ModuleDict(  # the demos render in torch
+            {"transformer": self.pipe.transformer, "duration_embedder": self.pipe.duration_embedder}
+        )
         self.underfit_model = published.underfit_model_id(base_model)  # as the torch Objective
         transformer, duration_embedder = mlx_convert.from_diffusers(
             self.pipe.transformer, self.pipe.duration_embedder
@@ -295,7 +302,12 @@ class MLXObjective:
         self.targets = [name for _, name in chosen]
         self.include, self.exclude = include, exclude
         a = run.adapter
-        mlx_lora.attach(self.modules, self.targets, a.rank, a.scale_alpha, a.type)
+        self.bases, self.bases_note = None, ""
+        if xs_bases.is_xs(a.type):  # the torch trainer's bases, from the same store entry
+            self.bases, self.bases_note = xs_bases.run_bases(
+                self.torch_modules, self.targets, a.rank, base_model, fingerprint
+            )
+        mlx_lora.attach(self.modules, self.targets, a.rank, a.scale_alpha, a.type, bases=self.bases)
         self._adopt_torch_init()
         self._text: dict[str, tuple[mx.array, mx.array]] = {}
         self.optimizer = adamw(run.train)
@@ -313,13 +325,13 @@ class MLXObjective:
     def _adopt_torch_init(self) -> None:
         """A as the torch path draws it (same seed, same order); B zero; m from the MLX
         weights (so the dora factor is exactly 1 at init, as in torch)."""
-        torch_modules = torch.nn.ModuleDict(
-            {"transformer": self.pipe.transformer, "duration_embedder": self.pipe.duration_embedder}
-        )
+        torch_modules = self.torch_modules
         a = self.run.adapter
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.run.train.seed)
-            torch_lora.attach(torch_modules, self.targets, a.rank, a.scale_alpha, a.type)
+            torch_lora.attach(
+                torch_modules, self.targets, a.rank, a.scale_alpha, a.type, bases=self.bases
+            )
         initial = torch_lora.adapter_state(torch_modules)
         state = mlx_lora.adapter_state(self.modules)
         for key in state:
@@ -394,10 +406,7 @@ class MLXObjective:
         """The torch path's demos, with this adapter loaded onto the torch pipeline."""
         if not self.run.demos:
             return []
-        torch_modules = torch.nn.ModuleDict(
-            {"transformer": self.pipe.transformer, "duration_embedder": self.pipe.duration_embedder}
-        )
-        torch_lora.load_adapter_state(torch_modules, mlx_lora.adapter_state(self.modules))
+        torch_lora.load_adapter_state(self.torch_modules, mlx_lora.adapter_state(self.modules))
         return Objective.render_samples(self, folder, step)
 
     adapter_config = Objective.adapter_config
@@ -442,7 +451,8 @@ class MlxTrainer(UnderfitTrainer):
 
     def __init__(self, run, base_model, encoded, run_dir, placement, metadata) -> None:
         super().__init__(run, base_model, encoded, run_dir, metadata)
-        self.objective = MLXObjective(base_model, run, placement)
+        self.objective = MLXObjective(base_model, run, placement, fingerprint=self.fingerprint)
+        self.start_note = self.objective.bases_note
         self.device = "cpu"  # the memory cap counts MLX's memory as the process's
         self.identity = self.identity_of(self.objective)
 
