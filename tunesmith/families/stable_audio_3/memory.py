@@ -61,7 +61,10 @@ def memory_model(run, base_model: Path, dtype: torch.dtype) -> MemoryModel:
         b, length = trial.train.batch_size, trial.train.latent_crop_length
         dit = pipe.transformer
         if trial.train.gradient_checkpointing is True:
-            dit.enable_gradient_checkpointing()
+            # the trainer's own checkpoint function where padded frames are masked (its
+            # recompute masks them too), diffusers' otherwise
+            padded = objective.padded_values
+            dit.enable_gradient_checkpointing(*([padded.checkpoint] if padded else []))
         else:
             dit.disable_gradient_checkpointing()
         channels = dit.config.io_channels

@@ -157,7 +157,7 @@ class PaddedValues:
         for block in transformer.transformer_blocks:
             block.self_attn.to_qkv.register_forward_hook(self._zero_padded)
         if transformer.gradient_checkpointing:
-            transformer.enable_gradient_checkpointing(self._checkpoint)
+            transformer.enable_gradient_checkpointing(self.checkpoint)
 
     def frames(self, mask: torch.Tensor | None):
         """A context within which the self-attention skips the values where `mask` [B, L] is
@@ -176,7 +176,7 @@ class PaddedValues:
         split = output.shape[-1] - self.width
         return torch.cat([output[..., :split], output[..., split:] * keep], dim=-1)
 
-    def _checkpoint(self, module, *args):
+    def checkpoint(self, module, *args):
         valid = self.valid
 
         def contexts():
