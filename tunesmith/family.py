@@ -82,6 +82,11 @@ class ConfigSections:
     # (raw [[runs]] table) → (this family's table, a note) for a table written in an older
     # form under another family's name, else None: such files keep working, with the note.
     moved: Any = None
+    # Settings added after runs were first keyed, per section ("adapter", "train", "demo"),
+    # with the default that trains as before: left out of what a run is keyed and labelled by
+    # (`tunesmith.train.config.computed`) while at that default, so that a new setting does not
+    # make every existing run train again into a new folder.
+    later: Any = None
 
     def problems(self, run) -> list[str]:
         return list(self.check(run)) if self.check else []

@@ -130,9 +130,19 @@ def world_size(train) -> int:
 
 def computed(run: RunConfig) -> dict[str, Any]:
     """The run as a dict without the launch keys and gradient checkpointing: what determines
-    the numbers it trains."""
+    the numbers it trains. A setting the family added later is left out while it holds the
+    default that trains as before (`ConfigSections.later`)."""
     raw = asdict(run)
     raw["train"] = {k: v for k, v in raw["train"].items() if k not in HOW_KEYS}
+    later = families.get(run.family).config.later or {}
+
+    def kept(section: str, table: dict[str, Any]) -> dict[str, Any]:
+        defaults = later.get(section, {})
+        return {k: v for k, v in table.items() if k not in defaults or v != defaults[k]}
+
+    raw["adapter"] = kept("adapter", raw["adapter"])
+    raw["train"] = kept("train", raw["train"])
+    raw["demos"] = [kept("demo", demo) for demo in raw["demos"]]
     return raw
 
 

@@ -53,3 +53,22 @@ def test_arc_demos_default_to_eight_steps_at_cfg_one_and_keep_what_is_set():
         ]
     )
     assert [(d.steps, d.cfg) for d in run.demos] == [(8, 1.0), (50, 7.0), (12, 2.5)]
+
+
+def test_the_later_settings_are_left_out_of_the_key_only_at_their_own_defaults():
+    from dataclasses import fields
+
+    from tunesmith.families.stable_audio_3.config import LATER, Sa3Adapter, Sa3Demo, Sa3Train
+    from tunesmith.train.config import computed
+
+    sections = {"adapter": Sa3Adapter, "train": Sa3Train, "demo": Sa3Demo}
+    for section, defaults in LATER.items():
+        declared = {f.name: f.default for f in fields(sections[section])}
+        for name, value in defaults.items():
+            assert declared[name] == value, f"{section}.{name}"
+    plain = computed(resolve(demos=[{"prompt": "a"}]))
+    assert "loss_normalization" not in plain["train"] and "arc" not in plain["demos"][0]
+    assert "include_preset" not in plain["adapter"]
+    changed = resolve({"include_preset": "dashboard"}, demos=[{"prompt": "a", "arc": True}])
+    assert computed(changed)["adapter"]["include_preset"] == "dashboard"
+    assert computed(changed)["demos"][0]["arc"] is True

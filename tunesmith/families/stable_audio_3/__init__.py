@@ -36,7 +36,11 @@ class StableAudio3(Family):
     data_parallel = True  # torch: DistributedDataParallel; MLX: ranks under mlx.launch
     item_keys = ("path", "entry", "pieces")  # its latents and its prompt pieces
     config = ConfigSections(
-        settings.Sa3Adapter, settings.Sa3Train, settings.Sa3Demo, check=prompt_problems
+        settings.Sa3Adapter,
+        settings.Sa3Train,
+        settings.Sa3Demo,
+        check=prompt_problems,
+        later=settings.LATER,
     )
     files_check = "underfit_contract"
     backends = MappingProxyType(

@@ -190,3 +190,29 @@ def warmup_warnings(train: Sa3Train) -> list[str]:
 def _warmup_for(steps: int) -> float:
     """The warmup whose ramp reaches WARMED at a third of `steps`."""
     return (1 - WARMED) ** (1 / max(1, steps // 3))
+
+
+# The settings added to runs that were already keyed, at the defaults that train as before
+# (`ConfigSections.later`): underfit's loss, prompt and layer options, and the ARC demos.
+LATER = {
+    "adapter": {"include_preset": None},
+    "train": {
+        "loss_normalization": "none",
+        "mask_loss_weight": 0.0,
+        "mask_padding_attention": False,
+        "use_effective_length_for_schedule": False,
+        "arc_model": "",
+        "use_tags": True,
+        "use_paths": False,
+        "use_fixed": False,
+        "balance_tags": 50,
+        "balance_paths": 50,
+        "balance_fixed": 0,
+        "fixed_text": "",
+        "path_hide_ext": False,
+        "path_hide_dirs": False,
+        "path_hide_topmost_dir": False,
+        "tag_display": (),
+    },
+    "demo": {"arc": False},
+}
