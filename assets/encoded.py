@@ -32,11 +32,12 @@ def encoded(
     key = context.partition_key
     folder, roots, store = storage.dataset_folder(key), storage.roots(), storage.store()
     runs = read_plan(storage.dataset_out(key)).runs  # the build's plan (the manifest stage's)
-    frames, keys, skipped, results = [], [], [], []
+    frames, keys, skipped, results, lacking = [], [], [], [], []
     for family in families.all_families().values():
         chosen = [r for r in runs if families.get(r.family).encoder == family.name]
         usable, missing = _base_models(chosen, roots.models)
         skipped += missing
+        lacking += _lacking(chosen, usable, roots.models)
         chosen = [r for r in chosen if base_model_folder(r, roots.models) in usable]
         if not chosen:
             continue
@@ -79,12 +80,26 @@ def encoded(
         storage.dataset_out(key),
         store=store,
         warnings=capped_text(_warnings(results), empty=""),
+        # `tunesmith status` calls the stage stale once one of these is whole (freshness.py)
+        missing_base_models=dg.MetadataValue.json(lacking),
     )
 
 
 def _warnings(results: list[StageResult]) -> list[str]:
     """Every family's encoder's warnings, one line each."""
     return [line for r in results for line in r.extra.get("warnings", [])]
+
+
+def _lacking(runs, usable: set, models_root) -> list[dict]:
+    """Each base model folder that is not whole, with the runs it leaves out."""
+    folders = sorted({base_model_folder(r, models_root) for r in runs} - usable)
+    return [
+        {
+            "base_model": str(folder),
+            "runs": [r.name for r in runs if base_model_folder(r, models_root) == folder],
+        }
+        for folder in folders
+    ]
 
 
 def _base_models(runs, models_root) -> tuple[set, list[Skipped]]:

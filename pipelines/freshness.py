@@ -5,6 +5,16 @@ A stage is fresh when Dagster's record says so (its code version, and the data v
 what it read, are the current ones) and what its last build wrote is still there: every
 file its table names exists, and its cached entries have their recorded sizes. The
 definitions are passed in as their asset graph, so the sensor, which they hold, can ask too.
+
+A fresh stage whose last build did nothing (no item or run cached or computed) and skipped
+something, or that did nothing below a skipped stage, is `skipped`: no base model, every run
+refused, every file unreadable. The cause says why (the first skip, or the skipped stage's). A
+stage that did some work and skipped some stays fresh; its cause says how many it skipped.
+Skipped counts as current for the folder sensor and for the stages below it: building the same
+folder again would skip the same way. What it lacked appearing is a change: a base model the
+encoded stage recorded missing (`missing_base_models`) that is whole now makes it stale, and
+the stages below it with it; `tunesmith run` then does the work. The sensor watches the
+dataset folders only, so a base model put in place starts no build by itself.
 """
 
 from __future__ import annotations
@@ -17,10 +27,13 @@ import pandas as pd
 
 from resources.storage import StorageResource
 from tunesmith.dataset.manifest import fast_fingerprint
-from tunesmith.report import edited_outputs, output_files
+from tunesmith.report import REPORT_NAME, edited_outputs, output_files
 from tunesmith.store import Store
+from tunesmith.train.config import ConfigError, read_plan
+from tunesmith.train.preflight import base_model_problem
 
-State = dict[dg.AssetKey, tuple[str, str]]  # stage → (fresh, stale or missing; the cause)
+State = dict[dg.AssetKey, tuple[str, str]]  # stage → (fresh, skipped, stale or missing; why)
+CURRENT = ("fresh", "skipped")  # its last build is of things as they are
 
 
 def current(instance, graph, storage: StorageResource, partition: str, folder: Path) -> bool:
@@ -30,7 +43,7 @@ def current(instance, graph, storage: StorageResource, partition: str, folder: P
         state[asset_key] = stage_state(
             instance, graph, storage, asset_key, partition, folder, state
         )
-        if state[asset_key][0] != "fresh":
+        if state[asset_key][0] not in CURRENT:
             return False  # the first stale stage decides; the rest are not read
     return bool(state)
 
@@ -43,8 +56,15 @@ def stage_state(
     word, cause = _recorded(instance, graph, asset_key, partition, folder, record, state)
     if word == "fresh":
         stage, out = asset_key.to_user_string(), storage.dataset_out(partition)
-        cause = _lost_output(out, stage) or _damaged(storage.store(), partition, stage)
+        cause = (
+            _lost_output(out, stage)
+            or _damaged(storage.store(), partition, stage)
+            or _base_model_there(record, out, storage.roots().models)
+        )
         word = "stale" if cause else word
+    if word == "fresh":
+        parents = sorted(graph.get(asset_key).parent_keys)
+        word, cause = _skipped(record, [state[p] for p in parents if p in state])
     return word, cause
 
 
@@ -80,7 +100,7 @@ def _recorded(instance, graph, asset_key, partition, folder, mat, state) -> tupl
         return "fresh", ""
     for parent in sorted(node.parent_keys):
         name = parent.to_user_string()
-        if state.get(parent, ("fresh",))[0] != "fresh":
+        if state.get(parent, ("fresh",))[0] not in CURRENT:
             return "stale", f"upstream {name} is {state[parent][0]}"
         # Dagster's input_data_version tag is a hash over upstream partitions; the event
         # pointer names the exact upstream materialization this one read.
@@ -115,3 +135,61 @@ def _damaged(store: Store, dataset: str, stage: str) -> str:
     if not damaged:
         return ""
     return f"{len(damaged)} cached entries damaged, first {damaged[0]} (the next build redoes them)"
+
+
+def _value(mat, name: str, default=None):
+    entry = mat.metadata.get(name)
+    return default if entry is None else entry.value
+
+
+def _base_model_there(mat, out: Path, models: Path) -> str:
+    """A base model the last build found missing (or not whole) that is whole now, as a cause;
+    "" if none. Asked as the stage asks: the build's plan's run, under today's models root."""
+    lacking = _value(mat, "missing_base_models", [])
+    if not lacking:
+        return ""
+    try:
+        runs = {run.name: run for run in read_plan(out).runs}
+    except ConfigError as exc:
+        return str(exc)
+    for entry in lacking:
+        users = [runs[name] for name in entry["runs"] if name in runs]
+        if users and not base_model_problem(users[0], models):
+            names = ", ".join(run.name for run in users)
+            return f"base model {entry['base_model']} is there now (runs: {names}); build to use it"
+    return ""
+
+
+def _skipped(mat, parents: list[tuple[str, str]]) -> tuple[str, str]:
+    """A fresh stage's word from its own counts: `skipped` when it did nothing and skipped
+    something, or did nothing below a skipped stage (whose cause it takes: the first cause
+    is the one to act on); fresh otherwise, saying how many it skipped."""
+    count = int(_value(mat, "skipped", 0))
+    done = int(_value(mat, "cached", 0)) + int(_value(mat, "computed", 0))
+    if done:
+        return "fresh", f"{count} skipped: {_why(mat, count)}" if count else ""
+    for word, cause in parents:
+        if word == "skipped":
+            return "skipped", cause
+    return ("skipped", _why(mat, count)) if count else ("fresh", "")
+
+
+def _why(mat, count: int) -> str:
+    """The first thing the stage skipped (a missing base model in a few words: `no base model
+    NAME in ROOT`), and how many more there are."""
+    lacking = _value(mat, "missing_base_models", [])
+    said = [_lacking(entry) for entry in lacking]
+    named = {f"base model {Path(entry['base_model']).name}" for entry in lacking}
+    listed = _value(mat, "skipped_list", [])
+    said += [f"{s['path']}: {s['reason']}" for s in listed if s["path"] not in named]
+    if not said:
+        return f"the list is in {REPORT_NAME}"
+    more = count - 1
+    return f"{said[0]} (and {more} more: the list is in {REPORT_NAME})" if more > 0 else said[0]
+
+
+def _lacking(entry: dict) -> str:
+    folder, runs = Path(entry["base_model"]), ", ".join(entry["runs"])
+    if not folder.exists():
+        return f"no base model {folder.name} in {folder.parent} (runs: {runs})"
+    return f"base model {folder} is not whole (runs: {runs}; `tunesmith check` says what it lacks)"

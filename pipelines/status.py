@@ -1,6 +1,7 @@
-"""`tunesmith status`: per dataset and stage, fresh, stale (and why) or missing; running or
-waiting while a build is at work. Fresh is decided in `pipelines/freshness.py`, which the
-folder sensor asks too.
+"""`tunesmith status`: per dataset and stage, fresh, skipped (its last build did nothing: no
+base model, every run refused; and why), stale (and why) or missing; running or waiting while
+a build is at work. Fresh and skipped are decided in `pipelines/freshness.py`, which the folder
+sensor asks too.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ STAGES = [a.key for a in ASSETS]  # in dependency order
 
 
 def status(names: list[str]) -> int:
-    """Per dataset and stage: fresh, stale (with the cause) or missing."""
+    """Per dataset and stage: fresh, skipped or stale (with the cause), or missing."""
     selected = _select(names)  # before the instance: a wrong folder creates nothing
     instance = open_instance()
     reap_dead_runs(instance)
