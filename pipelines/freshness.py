@@ -37,7 +37,8 @@ CURRENT = ("fresh", "skipped")  # its last build is of things as they are
 
 
 def current(instance, graph, storage: StorageResource, partition: str, folder: Path) -> bool:
-    """Is every stage of the dataset fresh: its last build is of the folder as it is now?"""
+    """Is every stage of the dataset fresh or skipped: its last build is of the folder as it is
+    now?"""
     state: State = {}
     for asset_key in graph.toposorted_asset_keys:
         state[asset_key] = stage_state(
