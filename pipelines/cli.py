@@ -1,7 +1,7 @@
 """The `tunesmith` command: what people do by hand, on the code path the UI uses.
 
     tunesmith run [DATASET...]   register partitions and materialize every stage
-    tunesmith status [DATASET...]  per dataset and stage: fresh, stale or missing, and why;
+    tunesmith status [DATASET...]  per dataset and stage: fresh, skipped, stale or missing, and why;
                                  running or waiting while a build is at work
     tunesmith status DATASET --review  the label values listed for review (labels stage)
     tunesmith ui                 the Dagster UI (`dagster dev`) on 127.0.0.1
@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="materialize every stage of the datasets")
     run.add_argument("datasets", nargs="*", help="dataset folder names or partition keys")
-    status = sub.add_parser("status", help="fresh, stale or missing, per dataset and stage")
+    status = sub.add_parser(
+        "status", help="fresh, skipped, stale or missing, per dataset and stage"
+    )
     status.add_argument("datasets", nargs="*")
     status.add_argument(
         "--review", action="store_true", help="print the labels listed for review instead"
