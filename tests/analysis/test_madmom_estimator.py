@@ -70,6 +70,19 @@ def test_tempo_and_meter_of_a_click_track(bpm: int, beats_per_bar: int) -> None:
     assert np.abs(bar_index - np.round(bar_index)).max() < 0.1
 
 
+def test_the_meter_is_what_madmoms_own_downbeat_tracker_decodes() -> None:
+    from madmom.features.downbeats import DBNDownBeatTrackingProcessor
+
+    procs = me._processors()
+    activation = procs["downbeat_activation"](click_track(100, 3))
+    # silence first, so that the span above the threshold starts after frame 0
+    activation = np.r_[np.zeros((50, 2), dtype=activation.dtype), activation]
+    madmom = DBNDownBeatTrackingProcessor(beats_per_bar=[3, 4], fps=me.FPS)(activation)
+    meter = me._meter(activation, procs)
+    assert madmom[:, 1].max() == meter.beats_per_bar == 3
+    np.testing.assert_array_equal(np.array(meter.beats), madmom)
+
+
 def test_a_minor_cadence_is_a_minor() -> None:
     # i - iv - V - i in A minor (Am, Dm, E, Am) with the bass note under each chord
     am, dm, e = [45, 57, 60, 64], [50, 57, 62, 65], [40, 56, 59, 64]

@@ -10,11 +10,12 @@ the reference activations of madmom's own test suite (CPJKU/madmom `tests/data/a
 
 Three estimates, each from madmom's processors with their default settings:
 
-- `estimate_tempo`: RNNBeatProcessor (the 8 bidirectional LSTMs of Böck, Krebs and Widmer,
-  "A multi-model approach to beat tracking considering heterogeneous music styles", ISMIR
-  2014; `madmom/models/beats/2015`) gives a beat activation at 100 frames a second.
-  DBNBeatTrackingProcessor (Krebs, Böck and Widmer, "An efficient state-space model for
-  joint tempo and meter tracking", ISMIR 2015) decodes the beat times from it, 55-215 BPM.
+- `estimate_tempo`: RNNBeatProcessor (an ensemble of 8 bidirectional LSTMs, Böck and
+  Schedl, "Enhanced beat tracking with context-aware neural networks", DAFx 2011;
+  `madmom/models/beats/2015`) gives a beat activation at 100 frames a second.
+  DBNBeatTrackingProcessor (Böck, Krebs and Widmer, "A multi-model approach to beat tracking
+  considering heterogeneous music styles", ISMIR 2014, with the state space of Krebs, Böck
+  and Widmer, ISMIR 2015) decodes the beat times from it, 55-215 BPM.
   TempoEstimationProcessor with a comb-filter histogram (Böck, Krebs and Widmer,
   "Accurate tempo estimation based on recurrent neural networks and resonating comb
   filters", ISMIR 2015; madmom's TempoDetector) gives the tempi, 40-250 BPM, each with its
@@ -164,7 +165,7 @@ class MadmomMeter:
 
 @functools.cache
 def _processors() -> dict:
-    """madmom's processors, built once a process (loading the 25 networks takes ~1 s)."""
+    """madmom's processors, built once a process (loading the 17 networks takes about a second)."""
     import onnxruntime
     from madmom.features.beats import DBNBeatTrackingProcessor, RNNBeatProcessor
     from madmom.features.downbeats import DBNDownBeatTrackingProcessor, RNNDownBeatProcessor
@@ -271,18 +272,24 @@ def estimate_key(signal: np.ndarray, sample_rate: int = SAMPLE_RATE) -> MadmomKe
 
 def estimate_meter(signal: np.ndarray, sample_rate: int = SAMPLE_RATE) -> MadmomMeter:
     """Beats, downbeats and beats per bar (3 or 4) of a mono float signal."""
-    from madmom.features.beats import threshold_activations
-
     procs = _processors()
     activation = procs["downbeat_activation"](_prepare(signal, sample_rate))
-    # What DBNDownBeatTrackingProcessor does inside to choose the bar length, done here to
-    # keep each HMM's log-likelihood: Viterbi on the activations above the threshold.
-    kept, _ = threshold_activations(activation, ACTIVATION_THRESHOLD)
+    return _meter(activation, procs)
+
+
+def _meter(activation: np.ndarray, procs: dict) -> MadmomMeter:
+    from madmom.features.beats import threshold_activations
+
+    # DBNDownBeatTrackingProcessor.process, done here to keep each HMM's log-likelihood,
+    # which it drops: Viterbi on the span of activations above the threshold, one HMM a bar
+    # length, and the more likely path decoded into beats.
+    kept, first = threshold_activations(activation, ACTIVATION_THRESHOLD)
     if not kept.any():
         return MadmomMeter(0, 0.0, (), (), {})
-    log_likelihood = {n: float(dbn.hmms[0].viterbi(kept)[1]) for n, dbn in procs["meter"].items()}
-    best = max(log_likelihood, key=log_likelihood.get)
-    beats = np.asarray(procs["meter"][best](activation), dtype=float).reshape(-1, 2)
+    paths = {n: dbn.hmms[0].viterbi(kept) for n, dbn in procs["meter"].items()}
+    log_likelihood = {n: float(log_p) for n, (_, log_p) in paths.items()}
+    best = max(log_likelihood, key=log_likelihood.get)  # the first on a tie, as madmom
+    beats = _bar_beats(procs["meter"][best].hmms[0], paths[best][0], kept, first)
     downbeats = beats[beats[:, 1] == 1, 0]
     other = max(v for n, v in log_likelihood.items() if n != best)
     margin = (log_likelihood[best] - other) / max(len(downbeats), 1)
@@ -293,6 +300,26 @@ def estimate_meter(signal: np.ndarray, sample_rate: int = SAMPLE_RATE) -> Madmom
         downbeats=tuple(float(t) for t in downbeats),
         log_likelihood=log_likelihood,
     )
+
+
+def _bar_beats(hmm, path: np.ndarray, kept: np.ndarray, first: int) -> np.ndarray:
+    """[time, position in the bar from 1] of each beat on a Viterbi path through a bar HMM.
+
+    As DBNDownBeatTrackingProcessor with correct=True: a beat is the frame of the highest
+    beat or downbeat activation inside each run of frames that the observation model counts
+    as beat frames; its position is the bar position of the path's state there.
+    """
+    positions = hmm.transition_model.state_space.state_positions[path].astype(int) + 1
+    on_beat = (hmm.observation_model.pointers[path] >= 1).astype(int)
+    edges = np.flatnonzero(np.diff(on_beat)) + 1
+    if on_beat[0]:
+        edges = np.r_[0, edges]
+    if on_beat[-1]:
+        edges = np.r_[edges, on_beat.size]
+    # argmax over the flattened [frames, 2] span: halve it to get the frame
+    frames = [left + int(np.argmax(kept[left:right])) // 2 for left, right in edges.reshape(-1, 2)]
+    beats = [((f + first) / FPS, positions[f]) for f in frames]
+    return np.array(beats, dtype=float).reshape(-1, 2)
 
 
 def estimate_all(signal: np.ndarray, sample_rate: int = SAMPLE_RATE) -> dict:
