@@ -85,7 +85,7 @@ family = "stable-audio-3"
         ),
         (
             '[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nsize = 512',
-            r"train.size is not a setting; the train settings are batch_size",
+            r"train.size is not a setting; the train settings are arc_model, .*batch_size",
         ),
         (
             '[[runs]]\nfamily = "sdxl"\n[runs.adapter]\ntype = "dora-rows"',
