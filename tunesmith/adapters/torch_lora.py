@@ -83,21 +83,8 @@ from peft.tuners.lora import layer as peft_lora
 from torch import Tensor, nn
 
 from tunesmith.adapters.svd_bases import Bases, BasesError, canonical_bases
+from tunesmith.adapters.underfit_types import ADAPTER_TYPES, BAKED_TYPES, XS_TYPES
 
-ADAPTER_TYPES = (
-    "lora",
-    "dora-rows",
-    "dora-cols",
-    "bora",
-    "lora-xs",
-    "dora-rows-xs",
-    "dora-cols-xs",
-    "bora-xs",
-)
-XS_TYPES = tuple(t for t in ADAPTER_TYPES if t.endswith("-xs"))
-# The types whose row norms stable-audio-3's `save_lora_safetensors(model=...)` bakes: names
-# starting with "dora" whose norm is along dim 1.
-BAKED_TYPES = ("dora-rows", "dora-rows-xs")
 BAKED_NORM = "baked_vnorm_row"
 ADAPTABLE = (nn.Linear, nn.Conv1d)  # underfit's target types (training/lora.py)
 PEFT_ADAPTER = "default"  # the adapter name inside PEFT's layers

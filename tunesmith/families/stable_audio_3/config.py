@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+from tunesmith.adapters.underfit_types import ADAPTER_TYPES
 from tunesmith.train.config import AdapterConfig, DemoConfig, TrainConfig
 from tunesmith.train.schema import (
     Count,
@@ -27,18 +28,8 @@ from tunesmith.train.schema import (
 # transformer layers (embedders, projections, convolutions).
 DEFAULT_INCLUDE = ("model.transformer.layers.",)
 
-# underfit's nine adapter types (stable-audio-3 `models/lora/model.py`); "dora", its legacy
-# name, is read as dora-rows (`resolve_adapter_type`).
-ADAPTER_TYPES = (
-    "lora",
-    "dora-rows",
-    "dora-cols",
-    "bora",
-    "lora-xs",
-    "dora-rows-xs",
-    "dora-cols-xs",
-    "bora-xs",
-)
+# underfit's adapter types (`tunesmith.adapters.underfit_types`); "dora", its legacy name, is
+# read as dora-rows (stable-audio-3 `resolve_adapter_type`).
 LEGACY_TYPES = {"dora": "dora-rows"}
 # Named include/exclude sets. "dashboard": what underfit's dashboard fills in for a new run
 # (index.html `_applyDefaultExclusions`): no include, and excluded every "conditioning" and
