@@ -22,6 +22,8 @@ KEYS = {
     "bpm",
     "bpm_confidence",
     "tempo_confidence",
+    "timesignature",
+    "timesignature_confidence",
     "key",
     "scale",
     "key_strength",
@@ -134,6 +136,7 @@ def test_very_short_and_silent_files_do_not_crash(tmp_path: Path) -> None:
     sf.write(tmp_path / "silence.wav", np.zeros((3 * 44100, 2)), 44100, subtype="PCM_16")
     silence = analyze_audio(tmp_path / "silence.wav")
     assert (silence["bpm"], silence["bpm_confidence"]) == (0.0, 0.0)
+    assert (silence["timesignature"], silence["timesignature_confidence"]) == ("", 0.0)
 
 
 def _zero_bytes(path: Path) -> None:

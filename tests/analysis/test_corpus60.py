@@ -166,6 +166,26 @@ def test_the_corpus_renders_with_every_installed_soundfont(corpus) -> None:
         assert 12 < info.duration < 40, (song.name, info.duration)
 
 
+def tunesmith_analysis(path: str) -> measure.Estimate:
+    """What the labels stage writes for an unlabelled file: the analysis's bpm, key and time
+    signature, each with its confidence (measure.tunesmith_labels predates the metre and
+    assumes "4")."""
+    from pathlib import Path
+
+    from tunesmith.analysis.audio import analyze_audio
+
+    found = analyze_audio(Path(path))
+    return measure.Estimate(
+        found["bpm"] or None,
+        found["key"],
+        found["scale"],
+        found["timesignature"] or None,
+        found["tempo_confidence"],
+        found["key_confidence"],
+        found["timesignature_confidence"],
+    )
+
+
 @pytest.fixture(scope="module")
 def results(corpus) -> dict[str, list[measure.Result]]:
     found = {

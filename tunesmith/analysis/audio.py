@@ -9,6 +9,9 @@ is read with libsndfile instead (wav, flac, ogg) and mixed down. It reports:
   and a tempo prior. `bpm_confidence` is the tracker's own confidence, 0 to 5.32 (not 0..1; Essentia
   calls above 3.5 excellent); `tempo_confidence` is the 0..1 confidence of the final bpm.
   bpm and both confidences are 0.0 when no tempo is found.
+- time signature (`analysis.meter`): ACE-Step 1.5's value, "3", "4" or "6" (12/8 is "4"),
+  from the autocorrelation of onset strength at the tracker's pulse; a compound metre also
+  sets the tempo's level (the dotted quarter). `timesignature_confidence` is 0..1.
 - key and scale (`analysis.key`): KeyExtractor on the same mono mix, with a major key and its
   relative minor told apart by how the song starts and ends. `key_strength` is the profile
   correlation (near 0 on silence or drums only: the key is noise); `key_confidence` is 0..1.
@@ -19,9 +22,9 @@ is read with libsndfile instead (wav, flac, ogg) and mixed down. It reports:
 Key names use one fixed spelling whatever the scale: C C# D Eb E F F# G Ab A Bb B (Essentia's
 own, so that D# minor is reported as "Eb" minor, and Gb major as "F#" major).
 
-Not handled: tempo changes (one global BPM), key changes (one global key), meter (never
-estimated). The truncation check reads RIFF/WAVE and AIFF/AIFC chunk headers only; RF64 and
-compressed formats rely on the decoder.
+Not handled: tempo changes (one global BPM), key changes (one global key), metre changes
+and odd metres (5/4, 7/8). The truncation check reads RIFF/WAVE and AIFF/AIFC chunk headers
+only; RF64 and compressed formats rely on the decoder.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import numpy as np
 import soundfile as sf
 
 from tunesmith.analysis import key as key_analysis
+from tunesmith.analysis import meter as meter_analysis
 from tunesmith.analysis import tempo as tempo_analysis
 from tunesmith.analysis.key import KEY_PROFILE, PITCH_CLASSES
 
@@ -46,7 +50,7 @@ __all__ = [
     "analyze_audio",
 ]
 
-ANALYZER_VERSION = "2"
+ANALYZER_VERSION = "3"
 
 ANALYSIS_SAMPLE_RATE = 44100  # RhythmExtractor2013 requires 44.1 kHz (its documentation)
 
@@ -70,6 +74,17 @@ ANALYSIS_PARAMS: dict = {
             "second_estimator": "PercivalBpmEstimator",
         },
     },
+    "metre": {
+        "onset_strength": "log spectral flux, full band and under "
+        f"{meter_analysis.LOW_BAND_HZ:g} Hz, hop {meter_analysis.HOP}",
+        "margins": {
+            "triplet": meter_analysis.TRIPLET_MARGIN,
+            "eighths": meter_analysis.GROUP_MARGIN,
+            "eighths_min_bpm": meter_analysis.EIGHTH_MIN_BPM,
+            "dotted": meter_analysis.DOTTED_MARGIN,
+            "waltz": meter_analysis.WALTZ_MARGIN,
+        },
+    },
     "key": {
         "algorithm": "KeyExtractor",
         "profile": KEY_PROFILE,
@@ -88,9 +103,10 @@ def analyze_audio(path: Path) -> dict:
     """Duration, native format, tempo, key and integrated loudness of one audio file.
 
     Returns a dict with exactly: duration (s), sample_rate (native, Hz), channels, bpm,
-    bpm_confidence, tempo_confidence, key, scale ("major"/"minor"), key_strength,
-    key_confidence, loudness_lufs, and `tempo` and `key_detail`, what the estimators said
-    on the way (see analysis.tempo.Tempo and analysis.key.Key).
+    bpm_confidence, tempo_confidence, timesignature ("" when there is no tempo),
+    timesignature_confidence, key, scale ("major"/"minor"), key_strength, key_confidence,
+    loudness_lufs, and `tempo` and `key_detail`, what the estimators said on the way (see
+    analysis.tempo.Tempo, whose `metre` is analysis.meter.Metre, and analysis.key.Key).
     Raises AudioDecodeError naming the file when it is empty, truncated or undecodable.
     """
     essentia.log.infoActive = False  # importing .standard prints an INFO line about SVMs
@@ -124,6 +140,8 @@ def analyze_audio(path: Path) -> dict:
         "bpm": tempo.bpm,
         "bpm_confidence": tempo.beat_confidence,
         "tempo_confidence": tempo.confidence,
+        "timesignature": tempo.metre.get("timesignature", "") if tempo.bpm else "",
+        "timesignature_confidence": float(tempo.metre.get("confidence", 0.0)),
         "key": key.key,
         "scale": key.scale,
         "key_strength": key.strength,

@@ -12,8 +12,15 @@ Precedence, highest first (what a person wrote always wins over what was measure
 6. `analysis`: what Essentia measured (bpm, key; duration and format always come from it);
 7. `filename`: the caption, from the file name;
 8. `tunesmith.toml` / `dataset.json metadata`: the dataset's declared language, trigger;
-9. `assumed`: a time signature nobody stated is "4" (ACE-Step's spelling of 4/4), a language
-   nobody declared is "unknown"; `none`: no value (no lyrics, instrumental or not unknown).
+9. `assumed`: a time signature nobody stated and the analysis did not find (no tempo) is "4"
+   (ACE-Step's spelling of 4/4), and is listed for review when the analysis looked for one;
+   a language nobody declared is "unknown"; `none`: no value (no lyrics, instrumental or
+   not unknown).
+
+The analysis's time signature (analysis.meter: "3", "4" or "6") is used with source
+`analysis` and its confidence, and listed for review under CONFIDENCE_FLOOR like bpm and key.
+A listed analysed value names the alternatives the analysis weighed (a bpm's other levels,
+"86 BPM, or 172").
 
 underfit's tags are merged from every source, a higher source winning per tag. Every field's
 source goes into the record's `fields` (with the analysis value and its confidence where
@@ -77,7 +84,7 @@ def resolve(
         return out
     _bpm(rel, ranked, analysis, out)
     _key(rel, ranked, analysis, out)
-    _text_fields(rel, ranked, level, out)
+    _text_fields(rel, ranked, level, out, analysis)
     return out
 
 
@@ -119,7 +126,8 @@ def _bpm(rel: str, ranked: list[Source], analysis: dict[str, Any], out: Resolved
         _set(out, "bpm", measured, "analysis", confidence=confidence)
         if confidence < CONFIDENCE_FLOOR:
             reason = f"analysis confidence {confidence:.2f} is under the floor"
-            _flag(out, "bpm", reason, confidence)
+            others = (analysis.get("tempo") or {}).get("alternatives") or []
+            _flag(out, "bpm", reason, confidence, [round(float(b), 1) for b in others])
     else:
         _set(out, "bpm", None, "none")
 
@@ -156,7 +164,9 @@ def _key(rel: str, ranked: list[Source], analysis: dict[str, Any], out: Resolved
         out.values["key"], out.values["scale"] = "", ""
 
 
-def _text_fields(rel: str, ranked: list[Source], level: DatasetLevel, out: Resolved) -> None:
+def _text_fields(
+    rel: str, ranked: list[Source], level: DatasetLevel, out: Resolved, analysis: dict[str, Any]
+) -> None:
     lyrics = next(iter(_stating(ranked, "lyrics")), None)
     _set(
         out,
@@ -172,7 +182,7 @@ def _text_fields(rel: str, ranked: list[Source], level: DatasetLevel, out: Resol
             break
         out.warnings.append(_unreadable(source, rel, "timesignature", 'beats a bar like "4"'))
     else:
-        _set(out, "timesignature", ASSUMED_TIMESIGNATURE, "assumed")
+        _timesignature(analysis, out)
     language = next((s for s in _stating(ranked, "language") if _declared(s)), None)
     if language:
         _set(out, "language", sidecars.as_text(language.values["language"]), language.name)
@@ -185,6 +195,22 @@ def _text_fields(rel: str, ranked: list[Source], level: DatasetLevel, out: Resol
         _set(out, "custom_tag", sidecars.as_text(tag.values["custom_tag"]), tag.name)
     else:
         _set(out, "custom_tag", level.custom_tag, level.custom_tag_source)
+
+
+def _timesignature(analysis: dict[str, Any], out: Resolved) -> None:
+    """The analysis's time signature when it found one, else "4" assumed; both reviewable."""
+    measured = str(analysis.get("timesignature") or "")
+    if not measured:
+        _set(out, "timesignature", ASSUMED_TIMESIGNATURE, "assumed")
+        if "timesignature" in analysis:  # measured and none found (an older analysis: absent)
+            _flag(out, "timesignature", "assumed: the analysis found no metre", 0.0)
+        return
+    confidence = float(analysis.get("timesignature_confidence") or 0.0)
+    _set(out, "timesignature", measured, "analysis", confidence=confidence)
+    if confidence < CONFIDENCE_FLOOR:
+        others = [ts for ts in ("4", "3", "6") if ts != measured]
+        reason = f"analysis confidence {confidence:.2f} is under the floor"
+        _flag(out, "timesignature", reason, confidence, others)
 
 
 def _instrumental(rel: str, ranked: list[Source], out: Resolved) -> None:
@@ -228,10 +254,14 @@ def _set(
     out.fields[name] = entry
 
 
-def _flag(out: Resolved, name: str, reason: str, confidence: float) -> None:
+def _flag(
+    out: Resolved, name: str, reason: str, confidence: float, alternatives: list | None = None
+) -> None:
     entry = out.fields[name]
+    extra = {"alternatives": alternatives} if alternatives else {}
     out.review.append(
         {
+            **extra,
             "field": name,
             "value": out.values[name],
             "source": entry["source"],

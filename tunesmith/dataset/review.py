@@ -2,7 +2,8 @@
 
 An entry (report.json `stages.labels.review`) names the item, the field, the value used and
 its source, what the analysis found and its confidence, and why it is listed: a measured
-value under the confidence floor, or a written value the audio contradicts. The same table is
+value under the confidence floor (shown with the alternatives the analysis weighed: "86,
+or 172" for a bpm), an assumed one, or a written value the audio contradicts. The same table is
 shown in the stage's Dagster metadata and by `tunesmith status DATASET --review`.
 """
 
@@ -19,7 +20,7 @@ def rows(review: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         (
             str(entry["path"]),
             str(entry["field"]),
-            _show(entry.get("value")),
+            _with_alternatives(entry),
             str(entry.get("source", "")),
             _show(entry.get("analysis")),
             "" if entry.get("confidence") is None else f"{entry['confidence']:.2f}",
@@ -56,6 +57,13 @@ def ignored_markdown(ignored: list[dict[str, str]]) -> str:
     lines = ["| file | reason |", "|---|---|"]
     lines += [f"| `{i['path']}` | {i['reason']} |" for i in ignored]
     return "\n".join(lines)
+
+
+def _with_alternatives(entry: dict[str, Any]) -> str:
+    """The value, and the others the analysis weighed: "86, or 172"."""
+    shown = _show(entry.get("value"))
+    others = [_show(value) for value in entry.get("alternatives") or []]
+    return ", or ".join([shown, *others]) if others else shown
 
 
 def _show(value: Any) -> str:
