@@ -3,8 +3,11 @@
 The corpus (tests/analysis/corpus60.py) is checked on what it says of itself (metres, keys,
 tempi, arrangements, formats, soundfonts, the split) and on the MIDI it renders (the tempo,
 time signature and notes the truth claims). The measurement (tests/analysis/measure.py)
-prints the table of both estimators on both halves; it asserts only what holds today, so
-that whoever improves the analysis can raise the bar.
+prints the table of plain Essentia and of the analysis the labels stage writes (bpm, key and
+time signature) on both halves, and how well the review list (values under the stage's
+confidence floor) catches the wrong ones. The analysis was designed on the "dev" half only;
+the test half's figures asserted here are exactly what it reached when first scored, so that
+whoever improves the analysis can raise the bar.
 """
 
 from __future__ import annotations
@@ -190,10 +193,43 @@ def tunesmith_analysis(path: str) -> measure.Estimate:
 def results(corpus) -> dict[str, list[measure.Result]]:
     found = {
         "plain Essentia": measure.measure(measure.plain_essentia, corpus, workers=0),
-        "tunesmith": measure.measure(measure.tunesmith_labels, corpus, workers=0),
+        "tunesmith": measure.measure(tunesmith_analysis, corpus, workers=0),
     }
-    print("\n" + measure.song_table(found) + "\n\n" + measure.table(measure.scores(found)))
+    print("\n" + measure.table(measure.scores(found)))
+    for half in measure.HALVES:
+        print(f"review list, {half} half: " + _review_line(found["tunesmith"], half))
     return found
+
+
+def review_rates(results: list[measure.Result], half: str) -> dict[str, tuple[int, int, int, int]]:
+    """Per field and in all: (wrong values listed, wrong values, right values listed, right
+    values), a value being listed when its confidence is under the stage's floor."""
+    from tunesmith.dataset.fields import CONFIDENCE_FLOOR
+
+    chosen = [r for r in results if r.song.half == half]
+    rates = {}
+    for name, right, confidence in (
+        ("tempo", "tempo_right", "tempo_confidence"),
+        ("key", "key_right", "key_confidence"),
+        ("time signature", "timesignature_right", "timesignature_confidence"),
+    ):
+        pairs = [(getattr(r, right), getattr(r.estimate, confidence) or 0.0) for r in chosen]
+        listed = [(ok, c < CONFIDENCE_FLOOR) for ok, c in pairs]
+        rates[name] = (
+            sum(flag for ok, flag in listed if not ok),
+            sum(not ok for ok, _ in listed),
+            sum(flag for ok, flag in listed if ok),
+            sum(ok for ok, _ in listed),
+        )
+    rates["all"] = tuple(sum(v[i] for v in rates.values()) for i in range(4))  # type: ignore[assignment]
+    return rates
+
+
+def _review_line(results: list[measure.Result], half: str) -> str:
+    return "; ".join(
+        f"{name}: catches {caught}/{wrong} wrong, lists {listed}/{right} right"
+        for name, (caught, wrong, listed, right) in review_rates(results, half).items()
+    )
 
 
 @pytest.mark.slow
@@ -205,17 +241,36 @@ def test_the_harness_scores_both_estimators_on_both_halves(results) -> None:
             assert row.songs == sum(s.half == half for s in SONGS)
             assert row.tempo <= row.tempo_any_level  # one level is among the five
             assert 0 < row.seconds < 30
-    # plain Essentia today: most tempi at some metrical level, far from all at the beat's,
-    # most keys; no time signature, so none right
+    # plain Essentia: most tempi at some metrical level, far from all at the beat's, most
+    # keys; no time signature, so none right
     plain = rows["plain Essentia", "dev"]
     assert 0.3 <= plain.tempo / plain.songs <= 0.9
     assert plain.tempo_any_level / plain.songs >= 0.7
     assert plain.key / plain.songs >= 0.6
     assert plain.timesignature == 0
-    # the stage assumes "4": right exactly on the 4/4 and 12/8 songs
-    for half in measure.HALVES:
-        fours = sum(s.half == half and s.timesignature == "4" for s in SONGS)
-        assert rows["tunesmith", half].timesignature == fours
+
+
+@pytest.mark.slow
+def test_the_analysis_on_the_test_half(results) -> None:
+    """What the analysis reached on the test half when first scored (docs/conventions/
+    labels.md); the goals not met are listed there."""
+    rows = {(row.estimator, row.half): row for row in measure.scores(results)}
+    ours, plain = rows["tunesmith", "test"], rows["plain Essentia", "test"]
+    # the goals were tempo >= 85% and 10 points above plain Essentia, key >= 90%, time
+    # signature >= 90%: only "not below plain Essentia" is met (labels.md)
+    assert ours.tempo >= TEST_HALF["tempo"] and ours.tempo >= plain.tempo
+    assert ours.key >= TEST_HALF["key"] and ours.key >= plain.key
+    assert ours.timesignature >= TEST_HALF["timesignature"]
+    # 1.9 times plain Essentia's CPU seconds when first scored (the goal: at most 2); the
+    # margin is for the timing's noise on a busy machine
+    assert ours.seconds <= 2.2 * plain.seconds
+    caught, wrong, listed, right = review_rates(results["tunesmith"], "test")["all"]
+    assert caught >= TEST_HALF["caught"] and listed <= TEST_HALF["listed"]
+
+
+# first scored: tempo 17/32 (plain Essentia 16), key 27/32 (plain 26), time signature
+# 26/32; the review list caught 11 of the 26 wrong values and listed 6 of the 70 right ones
+TEST_HALF = {"tempo": 17, "key": 27, "timesignature": 26, "caught": 11, "listed": 6}
 
 
 def test_the_scoring_rules() -> None:
