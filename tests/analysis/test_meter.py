@@ -75,3 +75,29 @@ def test_a_pulse_train_in_threes_and_in_twos() -> None:
     assert compound.factor == 1.0 and compound.rule == "triplet"
     plain = estimate_metre(np.zeros(44100, dtype=np.float32), 120.0)
     assert not plain.compound and plain.confidence == 0.0
+
+
+def test_the_labels_use_the_analysed_time_signature_and_list_a_doubtful_one() -> None:
+    from tunesmith.dataset import review
+    from tunesmith.dataset.fields import DatasetLevel, resolve
+
+    sure = {"bpm": 132.0, "tempo_confidence": 0.9, "timesignature": "3",
+            "timesignature_confidence": 0.9}  # fmt: skip
+    resolved = resolve("a.wav", "audio", [], sure, DatasetLevel())
+    assert resolved.values["timesignature"] == "3"
+    assert resolved.fields["timesignature"] == {"source": "analysis", "confidence": 0.9}
+    assert not resolved.review
+
+    doubtful = {"bpm": 86.0, "tempo_confidence": 0.3, "tempo": {"alternatives": [172.0]},
+                "timesignature": "4", "timesignature_confidence": 0.2}  # fmt: skip
+    resolved = resolve("a.wav", "audio", [], doubtful, DatasetLevel())
+    flags = {flag["field"]: flag for flag in resolved.review}
+    assert flags["bpm"]["alternatives"] == [172.0]
+    assert flags["timesignature"]["alternatives"] == ["3", "6"]
+    table = review.text([{"path": "a.wav", **flag} for flag in resolved.review])
+    assert "86, or 172" in table and "4, or 3, or 6" in table
+
+    none_found = {"bpm": 0.0, "timesignature": "", "timesignature_confidence": 0.0}
+    resolved = resolve("a.wav", "audio", [], none_found, DatasetLevel())
+    assert resolved.fields["timesignature"]["source"] == "assumed"
+    assert [flag["field"] for flag in resolved.review] == ["timesignature"]
