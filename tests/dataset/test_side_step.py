@@ -115,7 +115,7 @@ def test_a_file_side_step_wrote_comes_back_field_for_field(folder: Path, tmp_pat
     assert (row["bpm"], row["key"], row["scale"], row["language"]) == (140, "E", "minor", "en")
     pad = labels.frame.set_index("path").loc["sub/pad.wav"]
     assert (pad["lyrics"], pad["is_instrumental"], pad["timesignature"]) == ("", True, "4")
-    assert json.loads(pad["fields"])["timesignature"]["source"] == "assumed"
+    assert json.loads(pad["fields"])["timesignature"]["source"] == "analysis"
     dataset_level = (pad["custom_tag"], pad["tag_position"], pad["genre_ratio"])
     assert dataset_level == ("myartist", "append", 30)
 
