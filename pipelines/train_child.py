@@ -36,6 +36,9 @@ import pandas as pd
 from dagster_pipes import open_dagster_pipes
 
 from tunesmith import family as families
+from tunesmith.adapters.svd_bases import BasesError
+from tunesmith.adapters.targets import TargetSelectionError
+from tunesmith.adapters.torch_lora import AdapterError
 from tunesmith.backends.placement import Placement
 from tunesmith.config import ROOTS
 from tunesmith.store.atomic import DiskFull, atomic_write_json
@@ -45,7 +48,18 @@ from tunesmith.train.state import ResumeError
 from tunesmith.train.trainer import TrainingError
 
 # Stops a person can act on: their one-line message is handed to the asset (error.json).
-EXPECTED = (DiskFull, TrainingError, ResumeError, ConfigError, MemoryError)
+# Stops a person can act on: a full disk, a run that cannot train as set (its layers, its
+# adapter type on this backend, an -xs rank above a layer's size), an interrupted resume.
+EXPECTED = (
+    DiskFull,
+    TrainingError,
+    ResumeError,
+    ConfigError,
+    MemoryError,
+    AdapterError,
+    BasesError,
+    TargetSelectionError,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

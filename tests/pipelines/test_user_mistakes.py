@@ -78,3 +78,17 @@ def test_an_error_nothing_foresaw_ends_the_training_process_in_one_line(tmp_path
     assert "\n" not in line and line.startswith("training failed on an unexpected error (KeyError")
     assert f"the traceback is in {tmp_path / 'run' / 'error.log'}" in line
     assert "Traceback" in (tmp_path / "run" / "error.log").read_text()
+
+
+def test_an_xs_rank_above_a_layer_s_size_skips_the_run_with_that_reason(
+    storage, instance, tiny_sa3
+):
+    folder = Path(storage.datasets_root) / "songs"
+    for i in range(2):
+        write_clip(folder / f"clip{i}.wav", seconds=1.0)
+    run = RUN.format(base=tiny_sa3) + '[runs.adapter]\ntype = "lora-xs"\nrank = 512\n'
+    (folder / "tunesmith.toml").write_text(run + "[runs.train]\nsteps = 2\n")
+    result = materialize(instance, storage, ["manifest", "labels", "encoded", "adapters"])
+    text = "\n".join(summary(result))
+    assert "unexpected error" not in text, text
+    assert "skipped run mine" in text and "got rank 512; lower the rank" in text, text
