@@ -41,16 +41,13 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/rerun_ratio.py
-	$(BIN)/python bench/train_step.py
-	$(BIN)/python bench/sdxl_step.py
 	$(BIN)/python bench/muon_step.py
 	$(BIN)/python bench/lokr_step.py
-	$(BIN)/python bench/ace_step_step.py
-	$(BIN)/python bench/planner_step.py
 	$(BIN)/python bench/ddp_scaling.py
 	$(BIN)/python bench/encode_batch.py
 	$(BIN)/python bench/render.py
 	$(BIN)/python bench/scale.py --sizes 200
+	$(BIN)/python bench/steps.py
 
 # Every family at its published size, in bfloat16 on this machine: the estimate against the
 # measured peak, our step against a bare loop's (docs/performance.md, "Full size").

@@ -14,16 +14,15 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 # side (--rounds 1), the fewest steps, the quick forms' small datasets.
 SHORT = {
     "rerun_ratio.py": ["--quick"],
-    "train_step.py": ["--steps", "2", "--rounds", "1"],
-    "sdxl_step.py": ["--steps", "2", "--rounds", "1"],
     "muon_step.py": ["--quick"],
     "lokr_step.py": ["--quick"],
-    "ace_step_step.py": ["--steps", "2"],
-    "planner_step.py": ["--steps", "1", "--warmup", "1"],
     "ddp_scaling.py": ["--quick"],
     "encode_batch.py": ["--quick"],
     "render.py": ["--quick"],
     "scale.py": ["--quick"],
+    # the four families' step benches (train_step, sdxl_step, ace_step_step, planner_step) in
+    # their reduced forms, and their table
+    "steps.py": ["--short"],
     "real_size.py": ["--reduced"],  # every family's rows at a small width (make bench-real)
 }
 
@@ -41,7 +40,7 @@ def test_every_benchmark_make_bench_runs_is_covered():
 # The training-step benchmarks run from tests/test_bench_steps.py: a file of its own, so the
 # two test processes (`make test`, one file per process at a time) share the half of the suite's
 # time these take instead of one process running all of them.
-STEPS = sorted(s for s in SHORT if s.endswith("_step.py"))
+STEPS = sorted(s for s in SHORT if s.endswith("_step.py") or s == "steps.py")
 
 
 @pytest.mark.parametrize("script", sorted(set(SHORT) - set(STEPS)))
