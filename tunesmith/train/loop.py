@@ -153,8 +153,10 @@ def train(
             run.step, run.epoch = run.step + 1, report.epoch
             trained += 1
             train_seconds += time.perf_counter() - tick
-            bar.set_postfix({f"train/{k}": _shown(k, v) for k, v in _postfix(report).items()})
-            bar.set_description(f"Step {run.step}, Epoch {run.epoch}")
+            # one redraw a step (the update's): postfix and description set without their own
+            postfix = {f"train/{k}": _shown(k, v) for k, v in _postfix(report).items()}
+            bar.set_postfix(postfix, refresh=False)
+            bar.set_description(f"Step {run.step}, Epoch {run.epoch}", refresh=False)
             bar.update(1)
             events.step(run.step, report.t, report.loss, of=steps, **report.fields)
             over = cap.passed()
