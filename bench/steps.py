@@ -6,7 +6,8 @@ event record, the memory cap's read). To time it in the same process as the bare
 run loop drives `Paired`, a trainer that hands every call on to ours but first runs one bare
 step: our step is then the time from the end of that bare step to the loop's next call, the
 bare step its own. Both are timed by this thread's CPU time (`time.thread_time`, with one torch
-thread on the CPU: the time the OS gives other processes on a shared machine is not counted),
+thread on the CPU: the time the OS gives other processes on a shared machine is not counted;
+wall time on CUDA or with several threads),
 steps alternated, the first `warmup` of each left out; a side's time is the median of its
 steps. The loop's validation before the first step and its validation and state at the last
 step are outside the timed steps (the last call is not timed).
@@ -93,12 +94,15 @@ class Paired:
         self.times: dict[str, list[float]] = {"bare": [], "ours": []}
         self.profiles = {k: cProfile.Profile() for k in ("bare", "ours")} if profile else {}
         self.after_bare: float | None = None
+        # thread CPU time where all of a step runs on this thread (bench/sdxl_step.py's `clock`)
+        cpu = str(trainer.device) == "cpu" and torch.get_num_threads() == 1
+        self.now = time.thread_time if cpu else time.perf_counter
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.trainer, name)
 
     def step(self):
-        now = time.thread_time()
+        now = self.now()
         done = len(self.times["bare"])
         # profiled: the steps after the warm-up, the last call's (validation, state) left out
         profiled = self.profiles if self.warmup <= done < self.steps - 1 else {}
@@ -108,14 +112,14 @@ class Paired:
             self.times["ours"].append(now - self.after_bare)
         if profiled:
             profiled["bare"].enable()
-        start = time.thread_time()
+        start = self.now()
         self.bare()
         _sync(self.trainer.device)
-        end = time.thread_time()
+        end = self.now()
         if profiled:
             profiled["bare"].disable()
         self.times["bare"].append(end - start)
-        self.after_bare = time.thread_time()
+        self.after_bare = self.now()
         if profiled:
             profiled["ours"].enable()
         report = self.trainer.step()
