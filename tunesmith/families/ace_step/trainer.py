@@ -249,7 +249,8 @@ class AceStepTrainer:
         return StepReport(total, float(t.mean()), epoch, fields, stop)
 
     def _crop_loss(self, crop: data.Crop) -> torch.Tensor:
-        item, device = self.train_items[crop.item], self.transformer.device
+        # The placement's device, not the model's `.device`, which walks every module per call.
+        item, device = self.train_items[crop.item], self.device
         x0 = item.latents[None, crop.start : crop.start + crop.length].to(device)
         conditioning = objective.with_dropout(item.conditioning, self.null, crop.drop)
         ctx = data.context(self.silence, crop.start, crop.length).to(device)
