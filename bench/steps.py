@@ -147,6 +147,22 @@ def paired(trainer: Any, bare: Callable[[], None], steps: int, warmup: int, prof
     return bare_s, ours_s, pair.profiles
 
 
+def timed_step(step: Callable[[], Any], device: str, warmup: int, steps: int = 1) -> float:
+    """One side's step alone (the full-size rows, each side in its own process): the median
+    seconds of `steps` calls after `warmup` untimed ones, by this thread's CPU time on the CPU
+    with one torch thread (wall time otherwise)."""
+    one_thread = str(device) == "cpu" and torch.get_num_threads() == 1
+    now = time.thread_time if one_thread else time.perf_counter
+    seconds = []
+    for index in range(warmup + steps):
+        start = now()
+        step()
+        _sync(device)
+        if index >= warmup:
+            seconds.append(now() - start)
+    return statistics.median(seconds)
+
+
 def profile_table(profiles: dict[str, cProfile.Profile], forward: str, steps: int) -> str:
     """Each phase's per-step milliseconds of ours and bare, largest of ours first."""
     phases = {"forward": [(forward, "forward")], **PHASES}

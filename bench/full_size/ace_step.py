@@ -277,6 +277,7 @@ def _row_adapter(kind: str, checkpointing: bool):
 
 def child(side: str, folder: Path, work: Path, kind: str, on: bool, reduced: bool) -> dict:
     from bench.sdxl_step import PeakMemory, page_in
+    from bench.steps import timed_step
 
     step = _shaped(kind, on, reduced)
     if device() == "cpu":  # one thread, timed by its CPU time: the machine's load falls on neither
@@ -284,15 +285,16 @@ def child(side: str, folder: Path, work: Path, kind: str, on: bool, reduced: boo
     out = {}
     if side == "ours":
         out["estimate_gb"] = estimate(folder, kind, on)  # before anything is loaded
-        run, _ = step.ours(folder, work, device(), DTYPE)
-        for component in run.__self__.pipe.components.values():  # run: the trainer's step
+        trainer = step.ours(folder, work, device(), DTYPE)
+        for component in trainer.pipe.components.values():
             if isinstance(component, torch.nn.Module):
                 page_in(component)
+        run = trainer.step
     else:
         with _row_adapter(kind, on):
             run, _ = step.bare(folder, work, device(), DTYPE)
     with PeakMemory(device()) as memory:
-        (out["seconds"],) = step.timed(1, device(), run)
+        out["seconds"] = timed_step(run, device(), step.WARMUP)
     peak = memory.start + memory.added if device() == "cuda" else memory.peak
     return {**out, "peak_gb": peak / GB}
 

@@ -200,18 +200,19 @@ def _row_model(checkpointing: bool) -> Iterator[None]:
 def child(side: str, planner: Path, work: Path, on: bool) -> dict:
     from bench import planner_step
     from bench.sdxl_step import PeakMemory
+    from bench.steps import timed_step
 
     made = planner_step.run_config  # the run `ours` trains, with the row's checkpointing
     planner_step.run_config = lambda folder: _checkpointing(made(folder), on)
     out = {}
     if side == "ours":
         out["estimate_gb"] = estimate(planner, work, on)  # before anything is loaded
-        step, _ = planner_step.ours(planner, work, device())
+        step = planner_step.ours(planner, work, device()).step
     else:
         with _row_model(on):
             step, _ = planner_step.bare(planner, work, device())
     with PeakMemory(device()) as memory:
-        ((out["seconds"], _),) = planner_step.timed(1, STEPS - 1, device(), step)
+        out["seconds"] = timed_step(step, device(), STEPS - 1)
     peak = memory.start + memory.added if device() == "cuda" else memory.peak
     lifetime = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
     return {**out, "peak_gb": peak / GB, "process_peak_gb": lifetime / GB}

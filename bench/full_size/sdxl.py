@@ -189,9 +189,8 @@ def child(side: str, folder: Path, checkpointing: bool, reduced: bool) -> dict:
         result["estimate"] = estimate(model, size, checkpointing).total
     peaks: list[int] = []
     sdxl_step.PeakMemory = _recording(sdxl_step.PeakMemory, peaks)
-    measure = sdxl_step.ours if side == "ours" else sdxl_step.bare
-    with _checkpointed_unets(checkpointing):
-        measured = measure(folder, 1, device(), getattr(torch, dtype_name()))
+    with _checkpointed_unets(checkpointing), tempfile.TemporaryDirectory() as work:
+        measured = _measure(side, folder, Path(work))
     assert measured["targets"] == 560 or reduced, measured
     lifetime = (
         torch.cuda.max_memory_allocated()
@@ -204,6 +203,30 @@ def child(side: str, folder: Path, checkpointing: bool, reduced: bool) -> dict:
         "peak": peaks[0],
         "process_peak": lifetime,
     }
+
+
+def _measure(side: str, folder: Path, work: Path, steps: int = 1) -> dict:
+    """One side's step (bench/sdxl_step.py's trainer or bare loop) after its warm-up steps,
+    inside sdxl_step's `PeakMemory`: the median seconds a step and the adapted layers."""
+    import statistics
+
+    from bench import sdxl_step
+
+    if side == "ours":
+        trainer = sdxl_step.ours(folder, work, device(), dtype_name())
+        step, targets = trainer.step, len(trainer.lora.named_factors())
+    else:
+        step, targets = sdxl_step.bare(folder, device(), getattr(torch, dtype_name()))
+    now, seconds = sdxl_step.clock(device()), []
+    with sdxl_step.PeakMemory(device()):
+        for index in range(sdxl_step.WARMUP + steps):
+            start = now()
+            step()
+            if device() == "cuda":
+                torch.cuda.synchronize()
+            if index >= sdxl_step.WARMUP:
+                seconds.append(now() - start)
+    return {"steps_per_second": 1 / statistics.median(seconds), "targets": targets}
 
 
 def _recording(peak_memory: type, peaks: list[int]) -> type:
