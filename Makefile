@@ -48,6 +48,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/render.py
 	$(BIN)/python bench/scale.py --sizes 200
 	$(BIN)/python bench/steps.py
+	# each phase of every family's step beside its bare loop's, largest first (under cProfile)
+	$(BIN)/python bench/steps.py --short --profile
 
 # Every family at its published size, in bfloat16 on this machine: the estimate against the
 # measured peak, our step against a bare loop's (docs/performance.md, "Full size").
