@@ -142,8 +142,16 @@ def bare(folder: Path, device: str, dtype: str):
     data = torch.randn(BATCH, 16, CROP, device=device)
     page_in(dit)
 
+    step = rf_step(dit, optimizer, data, context, global_states, context_mask, local)
+    return step, len(targets)
+
+
+def rf_step(dit, optimizer, data, context, global_states, context_mask, local):
+    """The bare loop's step: rectified flow (x_t = x0·(1 − t) + ε·t, target ε − x0, t uniform)
+    through the DiT, the mean squared error, AdamW."""
+
     def step() -> None:
-        t = torch.rand(BATCH, device=device)
+        t = torch.rand(data.shape[0], device=data.device)
         noise = torch.randn_like(data)
         noised = data * (1 - t)[:, None, None] + noise * t[:, None, None]
         prediction = dit(
@@ -159,7 +167,7 @@ def bare(folder: Path, device: str, dtype: str):
         loss.backward()
         optimizer.step()
 
-    return step, len(targets)
+    return step
 
 
 DIT_FILE = "diffusers/models/transformers/transformer_stable_audio3.py"

@@ -190,6 +190,7 @@ def ours(folder: Path, checkpointing: bool, steps: int) -> dict:
 def bare(folder: Path, checkpointing: bool, steps: int) -> dict:
     from peft import LoraConfig, inject_adapter_in_model
 
+    from bench.train_step import rf_step
     from tunesmith.families.stable_audio_3.model import conditioning, encode_prompts, load_pipeline
 
     pipe = load_pipeline(folder, torch.bfloat16, device())
@@ -218,23 +219,7 @@ def bare(folder: Path, checkpointing: bool, steps: int) -> dict:
     local = local.to(device(), dit.dtype)
     data = torch.randn(BATCH, channels, CROP, device=device())
 
-    def step() -> None:
-        t = torch.rand(BATCH, device=device())
-        noise = torch.randn_like(data)
-        noised = data * (1 - t)[:, None, None] + noise * t[:, None, None]
-        prediction = dit(
-            noised.to(dit.dtype),
-            t.to(dit.dtype),
-            context.to(dit.dtype),
-            global_states.to(dit.dtype),
-            context_mask,
-            local,
-        ).sample
-        loss = ((prediction.float() - (noise - data)) ** 2).mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
+    step = rf_step(dit, optimizer, data, context, global_states, context_mask, local)
     measured = _timed(step, steps)
     return {"peak_gb": measured["peak"], "seconds": measured["last"]}
 
