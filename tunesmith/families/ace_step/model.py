@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 from safetensors.torch import load_file, save
 
-from tunesmith.families.base_model import quiet_loading
+from tunesmith.families.base_model import frozen, quiet_loading
 from tunesmith.media import audio as media_audio
 from tunesmith.store.atomic import atomic_write_bytes, atomic_write_json
 
@@ -111,7 +111,7 @@ def load_pipeline(
             Path(folder), dtype=dtype, use_safetensors=True, local_files_only=True, **skip
         )
     pipe.set_progress_bar_config(disable=True)
-    return pipe.to(device)
+    return frozen(pipe).to(device)
 
 
 def hop_length(vae) -> int:

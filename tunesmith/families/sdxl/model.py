@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tunesmith.families.base_model import quiet_loading
+from tunesmith.families.base_model import frozen, quiet_loading
 
 if TYPE_CHECKING:
     from diffusers import StableDiffusionXLPipeline
@@ -69,7 +69,7 @@ def load_pipeline(
             **{name: None for name in skip},
         )
     pipe.set_progress_bar_config(disable=True)
-    return pipe.to(device)
+    return frozen(pipe).to(device)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from tunesmith.families.base_model import quiet_loading
+from tunesmith.families.base_model import frozen, quiet_loading
 
 if TYPE_CHECKING:
     from diffusers import StableAudio3Pipeline
@@ -62,7 +62,7 @@ def load_pipeline(
             folder, dtype=dtype, use_safetensors=True, local_files_only=True
         )
     pipe.set_progress_bar_config(disable=True)
-    return pipe.to(device)
+    return frozen(pipe).to(device)
 
 
 # ---------------------------------------------------------------------------------------------
