@@ -1,0 +1,1 @@
+"""Measured quality per checkpoint: embedding models and the measures on them."""
