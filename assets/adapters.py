@@ -19,6 +19,8 @@ from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
 from tunesmith import family as families
 from tunesmith import progress
+from tunesmith.quality import run as quality
+from tunesmith.quality.settings import read_metrics
 from tunesmith.report import Skipped, StageResult, read_report
 from tunesmith.store import content_key, verdicts
 from tunesmith.train import stage as engine
@@ -37,6 +39,7 @@ COLUMNS = [
     "last_path",
     "run_dir",
 ]
+LEARNED_CHECK = "adapters_learned"  # the asset check that each kept adapter beats the base
 
 
 @stage_asset(
@@ -48,8 +51,17 @@ COLUMNS = [
     "and the last checkpoints.",
     pool=GPU_POOL,
     check_specs=[
-        dg.AssetCheckSpec(family.files_check, asset="adapters")
-        for family in families.all_families().values()
+        *(
+            dg.AssetCheckSpec(family.files_check, asset="adapters")
+            for family in families.all_families().values()
+        ),
+        dg.AssetCheckSpec(
+            LEARNED_CHECK,
+            asset="adapters",
+            description="Each kept adapter beats the base model on at least one measure of "
+            "its renders (prompt, style, Fréchet distance to the dataset); a warning, not a "
+            "failure, where one does not.",
+        ),
     ],
 )
 def adapters(
@@ -71,6 +83,7 @@ def adapters(
     }
     rows, skipped, keys = [], [], []
     cached = computed = 0
+    measuring = _Measuring(storage.dataset_folder(key), roots.models, context.log)
     for run in runs:
         family = families.all_families().get(run.family)
         if family is None or not family.backends_for("adapters"):
@@ -107,12 +120,14 @@ def adapters(
         stopped = result.get("extra", {}).get("stopped", "")
         if stopped:
             context.log.warning(f"{run.name}: {stopped}")
+        measured = measuring.run(plan, family, int(result["best_step"]))
         rows.append(
             {
                 **{k: result[k] for k in COLUMNS if k in result},
                 "run": run.name,
                 "run_dir": str(plan.run_dir),
                 "history": result["history"],
+                "quality": measured,
                 "validation_note": result["validation_note"],
                 "stopped": stopped,
                 "why": why,
@@ -144,6 +159,47 @@ def adapters(
     record = roots.store / verdicts.RECORD
     for family in families.all_families().values():
         yield _check(family, rows, record)
+    yield _learned_check(rows)
+
+
+class _Measuring:
+    """The quality of each run's renders (`tunesmith.quality.run`), with the dataset's
+    embedding models loaded once a build and only when a run has renders to measure."""
+
+    def __init__(self, dataset_folder: Path, models_root: Path, log) -> None:
+        self.dataset_folder, self.models_root, self.log = dataset_folder, models_root, log
+        self.settings = read_metrics(dataset_folder)  # checked with the plan: it parses
+        self.loaded: dict[str, dict | quality.Skip] = {}
+
+    def run(self, plan: engine.RunPlan, family, best_step: int) -> dict:
+        if not quality.has_renders(plan.run_dir):
+            return {}
+        media = family.media
+        if media not in self.loaded:
+            chosen = self.settings.for_media(media)
+            self.loaded[media] = quality.embedders_for(media, chosen, self.models_root)
+        embedders = self.loaded[media]
+        if isinstance(embedders, quality.Skip):
+            self.log.info(f"{plan.run.name}: {embedders.reason}")
+            return {"skipped": embedders.reason}
+        measured = quality.measure_run(
+            plan.run,
+            family.name,
+            media,
+            plan.run_dir,
+            self.dataset_folder,
+            list(plan.items["path"]),
+            embedders,
+            self.log.info,
+        )
+        judged = quality.verdict(measured, best_step)
+        if judged["learned"] is False:
+            self.log.warning(
+                f"{plan.run.name}: the kept adapter (step {best_step}) beats the base model on "
+                "no measure of its renders (prompt, style, Fréchet distance); listen or look "
+                "before using it"
+            )
+        return {**measured, "verdict": judged}
 
 
 def _train(context, plan: engine.RunPlan, placement, manifest_version: str, store: Path) -> None:
@@ -206,6 +262,7 @@ def _metadata(rows: list[dict]) -> dict:
         "validation_losses": _table(
             LOSS_COLUMNS, [{"run": r["run"], **point} for r in rows for point in r["history"]]
         ),
+        **_quality_metadata(rows),
         **{f"adapter {r['run']}": dg.MetadataValue.path(r["best_path"]) for r in rows},
         "best_loss": float(first["best_loss"]),
         "base_loss": float(first["base_loss"]),
@@ -261,6 +318,58 @@ def _cell(cast, value):
     if not isinstance(value, float):
         return value
     return float(f"{value:.6g}") if math.isfinite(value) else None
+
+
+QUALITY_COLUMNS = [
+    ("run", "run", "string"),
+    ("step", "step", "int"),
+    ("prompt", "prompt", "float"),
+    ("style", "style", "float"),
+    ("frechet", "frechet", "float"),
+    ("floor", "floor", "float"),
+]
+
+
+def _quality_metadata(rows: list[dict]) -> dict:
+    """Each run's measures per sampled step as one table (step 0 is the base model), and the
+    kept adapter's numbers as values the UI plots across builds."""
+    points, values = [], {}
+    for row in rows:
+        measured = row.get("quality") or {}
+        for point in measured.get("steps", []):
+            points.append({"run": row["run"], "floor": measured.get("floor") or math.nan, **point})
+        best = {p["step"]: p for p in measured.get("steps", [])}.get(row.get("best_step"))
+        for name in ("prompt", "style", "frechet"):
+            if best is not None:
+                values[f"quality {row['run']} {name}"] = float(f"{best[name]:.6g}")
+    if not points:
+        return {}
+    columns = QUALITY_COLUMNS
+    if any("style_dino" in p for p in points):
+        columns = [*columns, ("style (DINOv2)", "style_dino", "float")]
+        points = [{"style_dino": math.nan, **p} for p in points]
+    return {"quality": _table(columns, points), **values}
+
+
+def _learned_check(rows: list[dict]) -> dg.AssetCheckResult:
+    """A warning for each kept adapter that beats the base model on no measure."""
+    lines, measured = [], 0
+    for row in rows:
+        judged = (row.get("quality") or {}).get("verdict")
+        if not judged or judged["learned"] is None:
+            continue
+        measured += 1
+        if not judged["learned"]:
+            lines.append(f"{row['run']}: step {judged['best_step']} beats the base on nothing")
+    return dg.AssetCheckResult(
+        check_name=LEARNED_CHECK,
+        passed=not lines,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "runs measured": measured,
+            "not better than the base": "\n".join(lines) or "none",
+        },
+    )
 
 
 def _check(family: families.Family, rows: list[dict], record: Path) -> dg.AssetCheckResult:

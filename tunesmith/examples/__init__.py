@@ -22,11 +22,19 @@ TINY_ACE_STEP = "tiny-ace-step"
 # The tiny planner LM in the published acestep-5Hz-lm layout, beside the tiny ACE-Step (a
 # planner run's adapter.planner names it; relative names resolve beside the base model).
 TINY_PLANNER = "tiny-acestep-5Hz-lm"
+# The embedding models that measure each checkpoint's renders ([metrics]): CLAP for audio,
+# CLIP and DINOv2 for pictures, the real transformers classes at tiny sizes.
+TINY_CLAP, TINY_CLIP, TINY_DINO = "tiny-clap", "tiny-clip", "tiny-dinov2"
 
 # The rings' run: the tiny SDXL at a size its 8x VAE turns into 8x8 latents, a learning rate
 # a random tiny UNet moves at in 200 steps (SDXL's usual is 1e-4).
 RINGS_TOML = f"""\
 # Written by `tunesmith examples`. Every key not given takes the family's default.
+# The models that measure every checkpoint's renders (prompt, style, Fréchet distance).
+[metrics]
+clip = "{TINY_CLIP}"
+dino = "{TINY_DINO}"
+
 [[runs]]
 name = "rings-lora"
 family = "sdxl"
@@ -60,6 +68,10 @@ cfg = 5.0
 # The loops' run: the tiny model, a trigger word, and a run short enough for a CPU.
 LOOPS_TOML = f"""\
 # Written by `tunesmith examples`. Every key not given takes the family's default.
+# The model that measures every checkpoint's renders (prompt, style, Fréchet distance).
+[metrics]
+clap = "{TINY_CLAP}"
+
 [[runs]]
 name = "loops-dora"
 family = "stable-audio-3"
@@ -105,6 +117,10 @@ steps = 25
 # enough for a CPU (HOT-Step's is 400 epochs), a rank the tiny DiT's 32-wide layers can hold.
 SONGS_TOML = f"""\
 # Written by `tunesmith examples`. Every key not given takes the family's default.
+# The model that measures every checkpoint's renders (prompt, style, Fréchet distance).
+[metrics]
+clap = "{TINY_CLAP}"
+
 [dataset]
 default_language = "en"   # declared, never detected
 custom_tag = "sngz"       # the trigger word, put before every caption (tag_position)
@@ -182,7 +198,8 @@ def make_examples(
 
     folders = {name: datasets_root / name for name in ("loops", "rings", "songs")}
     if models_root is not None:
-        for name in (TINY_SA3, TINY_SA3_ARC, TINY_SDXL, TINY_ACE_STEP, TINY_PLANNER):
+        tiny = (TINY_SA3, TINY_SA3_ARC, TINY_SDXL, TINY_ACE_STEP, TINY_PLANNER)
+        for name in (*tiny, TINY_CLAP, TINY_CLIP, TINY_DINO):
             folders[name] = models_root / name
     if record is not None and verdicts.passed(record, _state_key(folders)):
         return folders
@@ -212,12 +229,16 @@ def _write(folders: dict[str, Path], models_root: Path | None) -> None:
             make_tiny_stable_audio_3,
             make_tiny_stable_audio_3_arc,
         )
+        from tunesmith.quality.tiny import make_tiny_clap, make_tiny_clip, make_tiny_dino
 
         make_tiny_stable_audio_3(folders[TINY_SA3])
         make_tiny_stable_audio_3_arc(folders[TINY_SA3_ARC])
         make_tiny_sdxl(folders[TINY_SDXL])
         make_tiny_ace_step(folders[TINY_ACE_STEP])
         make_tiny_planner(folders[TINY_PLANNER])
+        make_tiny_clap(folders[TINY_CLAP])
+        make_tiny_clip(folders[TINY_CLIP])
+        make_tiny_dino(folders[TINY_DINO])
 
 
 def _state_key(folders: dict[str, Path]) -> str:

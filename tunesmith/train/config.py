@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from tunesmith import family as families
 from tunesmith.dataset.settings import SettingsError, read_settings
+from tunesmith.quality.settings import MetricsError, read_metrics
 from tunesmith.store import content_key
 from tunesmith.store.atomic import json_bytes, write_if_changed
 from tunesmith.train import schema
@@ -267,12 +268,17 @@ def load_plan(folder: Path) -> Plan:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
     found = [
-        f"{path}: [{key}] is not a table of tunesmith.toml; it has [dataset] and [[runs]]"
-        for key in sorted(set(document) - {"runs", "dataset"})
+        f"{path}: [{key}] is not a table of tunesmith.toml; it has [dataset], [metrics] "
+        "and [[runs]]"
+        for key in sorted(set(document) - {"runs", "dataset", "metrics"})
     ]
     try:
         read_settings(folder)  # [dataset]: the labels stage's, checked before any work too
     except SettingsError as exc:
+        found.append(str(exc))
+    try:
+        read_metrics(folder)  # [metrics]: the adapters stage's measures
+    except MetricsError as exc:
         found.append(str(exc))
     if "runs" not in document:
         if found:
