@@ -78,12 +78,18 @@ def test_rings_are_labelled_encoded_and_the_adapter_beats_the_base_model_beside_
     assert run["family"] == "sdxl" and run["steps"] == 200
     assert Path(run["best_path"]).name == "rings-lora.safetensors"
     assert Path(run["best_path"]).with_suffix(".kohya.safetensors").exists()
+    learned = md["checks"].pop("adapters_learned")  # a warning at most, whichever it says
     assert md["checks"] == {
         "underfit_contract": True,
         "sdxl_files": True,
         "ace_step_files": True,
         "ace_step_planner_files": True,
     }
+    # measured with the example's tiny CLIP and DINOv2 at every validation
+    quality = run["quality"]
+    assert [row["step"] for row in quality["steps"]] == [0, 50, 100, 150, 200]
+    assert all("style_dino" in row for row in quality["steps"])
+    assert learned == quality["verdict"]["learned"]
     assert md["renders"]["computed"] == 4
     assert all(Path(r["image"]).suffix == ".png" and r["wav"] is None for r in report["renders"])
     (page,) = report["auditions"]
@@ -190,7 +196,11 @@ def test_the_loops_adapter_beats_the_base_model_on_held_out_audio(loops_storage,
     assert Path(run["best_path"]).exists() and Path(run["last_path"]).exists()
     assert run["placement"] == "torch/cpu/float32" and run["steps"] == 200
     assert loops_built["adapters"]["computed"] == 1
-    assert loops_built["checks"] == {
+    quality = run["quality"]  # the example's tiny CLAP measured every validation's renders
+    assert [row["step"] for row in quality["steps"]] == [0, 50, 100, 150, 200]
+    checks = dict(loops_built["checks"])
+    assert checks.pop("adapters_learned") == quality["verdict"]["learned"]
+    assert checks == {
         "underfit_contract": True,
         "sdxl_files": True,
         "ace_step_files": True,
