@@ -282,6 +282,7 @@ def _metadata(rows: list[dict]) -> dict:
                         "files",
                     )
                 }
+                | {"quality": quality.summary_line(r.get("quality") or {})}
                 for r in rows
             ]
         ),

@@ -95,14 +95,24 @@ def summary(result: dg.ExecuteInProcessResult) -> list[str]:
                 lines.append(f"      run {run['run']}: {run['why']}")
             if run.get("stopped"):
                 lines.append(f"      run {run['run']}: {run['stopped']}")
+            if run.get("quality"):
+                lines.append(f"      run {run['run']}: {run['quality']}")
     for check in result.get_asset_check_evaluations():
-        if not check.passed:
+        if not check.passed and check.severity == dg.AssetCheckSeverity.WARN:
+            lines.append(f"  warning: check {check.check_name}: {_check_detail(check)}")
+        elif not check.passed:
             problems = check.metadata.get("problems")
             detail = getattr(problems, "value", problems) or ""
             lines.append(f"  check {check.check_name} FAILED: {detail}")
     for event in result.get_step_failure_events():
         lines.append(f"  failed: {event.step_key}: {failure_reason(event)}")
     return lines
+
+
+def _check_detail(check) -> str:
+    """A check's own words: the metadata values it gave, a line each joined."""
+    values = {k: getattr(v, "value", v) for k, v in check.metadata.items()}
+    return "; ".join(f"{k}: {v}" for k, v in values.items())
 
 
 def failure_reason(event: dg.DagsterEvent) -> str:

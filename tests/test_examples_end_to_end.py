@@ -133,6 +133,7 @@ def test_command_line_run_status_and_gc(tmp_path):
     out = cli(env, "run", "rings")
     assert "labels" in out and "report.json" in out
     folder = next((tmp_path / "out" / "rings" / "adapters").glob("rings-lora-*"))
+    assert "      run rings-lora: quality at step " in out, out  # the kept adapter vs base
     for tool, name in [
         ("diffusers (StableDiffusionXLPipeline.load_lora_weights), PEFT", "rings-lora.safetensors"),
         ("ComfyUI, A1111/Forge, kohya's scripts", "rings-lora.kohya.safetensors"),

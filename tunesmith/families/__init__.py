@@ -10,8 +10,9 @@ import logging
 class _TorchvisionNotice(logging.Filter):
     """transformers says, once per class, that an image processor "requires torchvision (not
     installed); falling back to `…Pil`", when `diffusers` merely imports its pipelines (SDXL,
-    ACE-Step). tunesmith never builds those processors (no pipeline it loads has an image
-    encoder), so the notice says nothing a person could act on; the fallback is kept."""
+    ACE-Step). The processors tunesmith builds (CLIP's and DINOv2's for the quality measures)
+    work in their PIL form, so the notice says nothing a person could act on; the fallback is
+    kept."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "requires torchvision (not installed); falling back" not in record.getMessage()

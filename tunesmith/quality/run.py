@@ -191,6 +191,27 @@ def verdict(quality: dict[str, Any], best_step: int) -> dict[str, Any]:
     return {"best_step": best_step, "beats": beats, "learned": bool(beats)}
 
 
+def summary_line(measured: dict[str, Any]) -> str:
+    """One line for the build's summary: the kept adapter's measures against the base's, or
+    why nothing was measured; "" where the run has no renders."""
+    if not measured:
+        return ""
+    if "skipped" in measured:
+        return measured["skipped"]
+    judged = measured.get("verdict") or {}
+    by_step = {row["step"]: row for row in measured.get("steps", [])}
+    base, best = by_step.get(0), by_step.get(judged.get("best_step"))
+    if base is None or best is None:
+        return "quality: no renders measured"
+    parts = [f"{m} {best[m]:.3f} (base {base[m]:.3f})" for m in MEASURES if m in best and m in base]
+    floor = measured.get("floor")
+    line = f"quality at step {best['step']}: " + ", ".join(parts)
+    line += f"; Fréchet floor {floor:.3f}" if floor is not None else ""
+    if judged.get("learned") is False:
+        line += "; WARNING: beats the base model on no measure"
+    return line
+
+
 def has_renders(run_dir: Path) -> bool:
     """Whether the run's loop rendered demos to measure (a run with no demos renders none)."""
     return bool(_samples(run_dir / "samples"))
