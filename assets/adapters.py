@@ -83,7 +83,7 @@ def adapters(
     }
     rows, skipped, keys = [], [], []
     cached = computed = 0
-    measuring = _Measuring(storage.dataset_folder(key), roots.models, context.log)
+    measuring = _Measuring(storage.dataset_folder(key), roots.models, roots.store, context.log)
     for run in runs:
         family = families.all_families().get(run.family)
         if family is None or not family.backends_for("adapters"):
@@ -166,8 +166,9 @@ class _Measuring:
     """The quality of each run's renders (`tunesmith.quality.run`), with the dataset's
     embedding models loaded once a build and only when a run has renders to measure."""
 
-    def __init__(self, dataset_folder: Path, models_root: Path, log) -> None:
+    def __init__(self, dataset_folder: Path, models_root: Path, store: Path, log) -> None:
         self.dataset_folder, self.models_root, self.log = dataset_folder, models_root, log
+        self.store = store
         self.settings = read_metrics(dataset_folder)  # checked with the plan: it parses
         self.loaded: dict[str, dict | quality.Skip] = {}
 
@@ -191,6 +192,7 @@ class _Measuring:
             list(plan.items["path"]),
             embedders,
             self.log.info,
+            self.store,
         )
         judged = quality.verdict(measured, best_step)
         if judged["learned"] is False:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,8 @@ def test_audio_runs_are_measured_once_and_cached(storage, instance, tiny_sa3):
         assert all(math.isfinite(row[m]) for m in ("prompt", "style", "frechet")), row
         assert -1 <= row["prompt"] <= 1 and -1 <= row["style"] <= 1 and row["frechet"] >= 0
     assert quality["floor"] is not None and quality["floor"] >= 0
+    embeddings = Path(storage.store_root) / "embeddings"
+    assert len(list(embeddings.glob("clap-*/*.safetensors"))) == 5  # once per item and model
     assert len(quality["references"]) == 1 and not quality["on_training_items"]  # 5 items: 1
     # the base model's renders are step 0, the adapter's differ from them
     assert quality["steps"][0] != {**quality["steps"][2], "step": 0}
@@ -120,6 +123,12 @@ def test_audio_runs_are_measured_once_and_cached(storage, instance, tiny_sa3):
     assert third["adapters"]["computed"] == 0
     again = json.loads((run_dir / "quality.json").read_text())
     assert again["models"] != quality["models"] and again["steps"] != quality["steps"]
+    assert len(list(embeddings.glob("clap-*/*.safetensors"))) == 10
+    # measured again from scratch (no quality.json, no stored rows): the same numbers
+    (run_dir / "quality.json").unlink()
+    shutil.rmtree(embeddings)
+    materialize(instance, storage, "songs")
+    assert json.loads((run_dir / "quality.json").read_text())["steps"] == again["steps"]
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events if e["event"] == "quality"] == [0, 2, 4]  # replaced
 

@@ -113,8 +113,10 @@ def measure_run(
     item_paths: list[str],
     embedders: dict,
     log: Callable[[str], None] = print,
+    store: Path | None = None,
 ) -> dict[str, Any]:
-    """The run's quality per sampled step (cached in `run_dir/quality.json`)."""
+    """The run's quality per sampled step (cached in `run_dir/quality.json`); the items'
+    embeddings are kept under `store` (`ItemRows`), once per item's bytes and model."""
     samples = _samples(run_dir / "samples")
     prompts = [demo.prompt for demo in run.demos]
     split = split_holdout(
@@ -142,12 +144,14 @@ def measure_run(
         return {"key": key, "steps": [], "floor": None, "references": [], "note": "no renders"}
     read = _read_audio if media == "audio" else _read_picture
     main = "clap" if media == "audio" else "clip"
-    item_media = [read(p) for p in items]
-    held = set(split.validation)
-    reference_media = [m for p, m in zip(sorted(item_paths), item_media, strict=True) if p in held]
+    held = [i for i, p in enumerate(sorted(item_paths)) if p in set(split.validation)]
     embed = {kind: _embed_media(e, media) for kind, e in embedders.items()}
-    item_rows = embed[main](item_media)
-    references = {kind: f(reference_media) for kind, f in embed.items()}
+    rows_of = {
+        kind: ItemRows(store, kind, embedders[kind].fingerprint).rows(items, read, embed[kind])
+        for kind in embed
+    }
+    item_rows = rows_of[main]
+    references = {kind: rows[held] for kind, rows in rows_of.items()}
     texts = embedders[main].text(prompts) if prompts else np.zeros((0, item_rows.shape[1]))
     rows = []
     for step in steps:
@@ -215,6 +219,41 @@ def summary_line(measured: dict[str, Any]) -> str:
 def has_renders(run_dir: Path) -> bool:
     """Whether the run's loop rendered demos to measure (a run with no demos renders none)."""
     return bool(_samples(run_dir / "samples"))
+
+
+class ItemRows:
+    """The embeddings of a dataset's items, one `.safetensors` a file's bytes and model under
+    `<store>/embeddings/<kind>-<model fingerprint>/<sha256 of the file>.safetensors`: a run
+    trained again, another run of the dataset or a dataset sharing the file embeds nothing
+    again. Without a store, nothing is kept."""
+
+    def __init__(self, store: Path | None, kind: str, fingerprint: str) -> None:
+        self.folder = store / "embeddings" / f"{kind}-{fingerprint[:16]}" if store else None
+
+    def rows(self, paths: list[Path], read, embed) -> np.ndarray:
+        from safetensors.numpy import load_file
+
+        from tunesmith.store.tensors import write_safetensors
+
+        digests = [sha256_file(p) for p in paths]
+        found: dict[int, np.ndarray] = {}
+        if self.folder is not None:
+            for i, digest in enumerate(digests):
+                entry = self.folder / f"{digest}.safetensors"
+                if entry.is_file():
+                    found[i] = load_file(entry)["row"]
+        missing = [i for i in range(len(paths)) if i not in found]
+        if missing:
+            computed = embed([read(paths[i]) for i in missing])
+            for i, row in zip(missing, computed, strict=True):
+                found[i] = row
+                if self.folder is not None:
+                    import torch
+
+                    entry = self.folder / f"{digests[i]}.safetensors"
+                    entry.parent.mkdir(parents=True, exist_ok=True)
+                    write_safetensors(entry, {"row": torch.from_numpy(np.ascontiguousarray(row))})
+        return np.stack([found[i] for i in range(len(paths))]) if paths else np.zeros((0, 0))
 
 
 def _samples(folder: Path) -> dict[tuple[int, int], Path]:
