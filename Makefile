@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/encode_batch.py
 	$(BIN)/python bench/render.py
 	$(BIN)/python bench/scale.py --sizes 200
+	$(BIN)/python bench/quality_cost.py
 	$(BIN)/python bench/steps.py
 	# each phase of every family's step beside its bare loop's, largest first (under cProfile)
 	$(BIN)/python bench/steps.py --short --profile

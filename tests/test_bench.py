@@ -20,6 +20,7 @@ SHORT = {
     "encode_batch.py": ["--quick"],
     "render.py": ["--quick"],
     "scale.py": ["--quick"],
+    "quality_cost.py": ["--quick"],
     # the four families' step benches (train_step, sdxl_step, ace_step_step, planner_step) in
     # their reduced forms, and their table
     "steps.py": ["--short"],
