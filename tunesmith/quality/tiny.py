@@ -174,15 +174,8 @@ def build_tiny_clap(seed: int = 0) -> TinyModel:
 
     cfg = TINY_CLAP_CONFIG
     tokenizer = roberta_bytes_tokenizer(**cfg["tokenizer"])
-    text_config = dict(
-        cfg["text_config"],
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
     config = ClapConfig(
-        text_config=text_config,
+        text_config=_text_config(cfg["text_config"], tokenizer),
         audio_config=cfg["audio_config"],
         projection_dim=cfg["projection_dim"],
     )
@@ -198,16 +191,8 @@ def build_tiny_clip(seed: int = 0) -> TinyModel:
 
     cfg = TINY_CLIP_CONFIG
     tokenizer = _clip_tokenizer(**cfg["tokenizer"])
-    text_config = dict(
-        cfg["text_config"],
-        vocab_size=len(tokenizer),
-        # The real ids, so the pooled output is taken at the end-of-text token.
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
     config = CLIPConfig(
-        text_config=text_config,
+        text_config=_text_config(cfg["text_config"], tokenizer),
         vision_config=cfg["vision_config"],
         projection_dim=cfg["projection_dim"],
     )
@@ -215,6 +200,18 @@ def build_tiny_clip(seed: int = 0) -> TinyModel:
     images = CLIPImageProcessor(**cfg["image_processor"])
     processor = CLIPProcessor(image_processor=images, tokenizer=tokenizer)
     return TinyModel(model, processor, (images, tokenizer))
+
+
+def _text_config(text_config: dict, tokenizer) -> dict:
+    """A text tower's config with the tokenizer's vocabulary size and its real special ids
+    (CLIP takes the pooled output at the end-of-text token)."""
+    return dict(
+        text_config,
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
 
 
 def build_tiny_dino(seed: int = 0) -> TinyModel:
