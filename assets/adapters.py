@@ -19,8 +19,8 @@ from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
 from tunesmith import family as families
 from tunesmith import progress
+from tunesmith.dataset.manifest import hash_cache_path
 from tunesmith.quality import run as quality
-from tunesmith.quality.settings import read_metrics
 from tunesmith.report import Skipped, StageResult, read_report
 from tunesmith.store import content_key, verdicts
 from tunesmith.train import stage as engine
@@ -83,7 +83,14 @@ def adapters(
     }
     rows, skipped, keys = [], [], []
     cached = computed = 0
-    measuring = _Measuring(storage.dataset_folder(key), roots.models, roots.store, context.log)
+    measures = quality.RunMeasures(
+        storage.dataset_folder(key),
+        hash_cache_path(roots.store, key),  # the manifest stage's remembered hashes
+        roots.models,
+        roots.store,
+        context.log.info,
+        context.log.warning,
+    )
     for run in runs:
         family = families.all_families().get(run.family)
         if family is None or not family.backends_for("adapters"):
@@ -120,7 +127,9 @@ def adapters(
         stopped = result.get("extra", {}).get("stopped", "")
         if stopped:
             context.log.warning(f"{run.name}: {stopped}")
-        measured = measuring.run(plan, family, int(result["best_step"]))
+        measured = measures.run(
+            plan.run, family, plan.run_dir, list(plan.items["path"]), int(result["best_step"])
+        )
         rows.append(
             {
                 **{k: result[k] for k in COLUMNS if k in result},
@@ -160,48 +169,6 @@ def adapters(
     for family in families.all_families().values():
         yield _check(family, rows, record)
     yield _learned_check(rows)
-
-
-class _Measuring:
-    """The quality of each run's renders (`tunesmith.quality.run`), with the dataset's
-    embedding models loaded once a build and only when a run has renders to measure."""
-
-    def __init__(self, dataset_folder: Path, models_root: Path, store: Path, log) -> None:
-        self.dataset_folder, self.models_root, self.log = dataset_folder, models_root, log
-        self.store = store
-        self.settings = read_metrics(dataset_folder)  # checked with the plan: it parses
-        self.loaded: dict[str, dict | quality.Skip] = {}
-
-    def run(self, plan: engine.RunPlan, family, best_step: int) -> dict:
-        if not quality.has_renders(plan.run_dir):
-            return {}
-        media = family.media
-        if media not in self.loaded:
-            chosen = self.settings.for_media(media)
-            self.loaded[media] = quality.embedders_for(media, chosen, self.models_root)
-        embedders = self.loaded[media]
-        if isinstance(embedders, quality.Skip):
-            self.log.info(f"{plan.run.name}: {embedders.reason}")
-            return {"skipped": embedders.reason}
-        measured = quality.measure_run(
-            plan.run,
-            family.name,
-            media,
-            plan.run_dir,
-            self.dataset_folder,
-            list(plan.items["path"]),
-            embedders,
-            self.log.info,
-            self.store,
-        )
-        judged = quality.verdict(measured, best_step)
-        if judged["learned"] is False:
-            self.log.warning(
-                f"{plan.run.name}: the kept adapter (step {best_step}) beats the base model on "
-                "no measure of its renders (prompt, style, Fréchet distance); listen or look "
-                "before using it"
-            )
-        return {**measured, "verdict": judged}
 
 
 def _train(context, plan: engine.RunPlan, placement, manifest_version: str, store: Path) -> None:

@@ -24,7 +24,7 @@ def manifest(
     key = context.partition_key
     folder = storage.dataset_folder(key)
     plan = load_plan(folder)  # a broken tunesmith.toml stops the build here, before any work
-    hash_cache = storage.roots().store / "hashes" / f"{key}.json"
+    hash_cache = engine.hash_cache_path(storage.roots().store, key)
     result_manifest, result = engine.build_manifest(folder, hash_cache, compute.pool_size())
     log_capped(context.log.warning, [f"skipped {s.path}: {s.reason}" for s in result.skipped])
     frame: pd.DataFrame = result_manifest.to_frame()

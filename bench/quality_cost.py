@@ -14,7 +14,6 @@ worth reading: three clips, a 4-step run with short demos, one build of each sid
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -28,12 +27,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a 4-step run: check, not measure")
     quick = parser.parse_args().quick
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        for name in ("datasets", "out", "store", "models"):
-            os.environ[f"TUNESMITH_{name.upper()}"] = str(root / name)
+        from bench.rerun_ratio import make_quick_loops, use_roots_under
+
+        root = use_roots_under(Path(tmp))
         import dagster as dg
 
-        from bench.rerun_ratio import make_quick_loops
         from pipelines.definitions import defs
         from tunesmith.examples import TINY_CLAP
         from tunesmith.examples.loops import make_loops

@@ -28,9 +28,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a 4-step run: check, not measure")
     quick = parser.parse_args().quick
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        for name in ("datasets", "out", "store", "models"):
-            os.environ[f"TUNESMITH_{name.upper()}"] = str(root / name)
+        root = use_roots_under(Path(tmp))
         import dagster as dg
 
         from pipelines.definitions import defs
@@ -64,6 +62,13 @@ def main() -> None:
             f"loops, {name:<11}: first {first:7.3f} s, no-change re-run {rerun:7.3f} s, "
             f"ratio {rerun / first:.3f}  (goal < 0.05)"
         )
+
+
+def use_roots_under(root: Path) -> Path:
+    """Point this process's datasets, outputs, store and models roots under `root`."""
+    for name in ("datasets", "out", "store", "models"):
+        os.environ[f"TUNESMITH_{name.upper()}"] = str(root / name)
+    return root
 
 
 def make_quick_loops(folder: Path, models: Path) -> None:

@@ -25,7 +25,7 @@ ENGINE = [
     {"family"},  # the Family interface and the registry
     {"train"},
     {"family:*"},  # tunesmith/families/<name>/
-    {"render"},
+    {"render", "quality"},  # quality: measures on renders, with embedding models
     {"examples"},
 ]
 RANK = {name: i for i, layer in enumerate(ENGINE) for name in layer}

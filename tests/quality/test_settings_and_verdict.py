@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tunesmith.dataset.metrics import MetricsError, model_folder, read_metrics
 from tunesmith.quality.run import verdict
-from tunesmith.quality.settings import MetricsError, model_folder, read_metrics
 from tunesmith.train.config import ConfigError, load_plan
 
 

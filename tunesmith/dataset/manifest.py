@@ -164,6 +164,24 @@ def build_manifest(
     return manifest, result
 
 
+def hash_cache_path(store: Path, dataset: str) -> Path:
+    """Where the manifest stage remembers a dataset's file hashes: under the store root."""
+    return store / "hashes" / f"{dataset}.json"
+
+
+def file_hashes(folder: Path, hash_cache: Path, paths: list[str]) -> dict[str, str]:
+    """The sha256 of each of `paths` (relative to `folder`): the one the manifest stage
+    remembered in `hash_cache` where the file's size and mtime are still those it hashed,
+    else read again (the cache is left as the manifest stage wrote it)."""
+    remembered = _read_cache(hash_cache)
+    found = {}
+    for rel in paths:
+        path = folder / rel
+        entry = remembered.get(rel) or []
+        found[rel] = entry[2] if entry[:2] == _stamp(path.stat()) else sha256_file(path)
+    return found
+
+
 def _stamp(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns]
 

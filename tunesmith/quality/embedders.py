@@ -97,15 +97,20 @@ def load_picture(path: Path) -> Image.Image:
 
 
 class _Embedder:
-    """What the three embedders share: checking and loading the folder, batching, rows."""
+    """What the three embedders share: checking the folder, loading it on first use,
+    batching, rows. Constructing one reads config.json only, so a caller can key its cache
+    on `fingerprint` and load no model when the cache answers."""
 
     kind: str
 
-    def __init__(self, folder: Path, device: str = "cpu", *, batch_size: int = BATCH_SIZE):
-        import torch
-
-        from tunesmith.families.base_model import quiet_loading
-
+    def __init__(
+        self,
+        folder: Path,
+        device: str = "cpu",
+        *,
+        batch_size: int = BATCH_SIZE,
+        fingerprint_cache: Path | None = None,
+    ):
         self.folder = Path(folder)
         problems = check_folder(self.folder, self.kind)
         if problems:
@@ -113,25 +118,41 @@ class _Embedder:
             raise ValueError(f"{self.folder} is not a usable {NAMES[self.kind]} model:\n{lines}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
-        self.device = torch.device(device)
-        self.batch_size = batch_size
+        self.device, self.batch_size = device, batch_size
+        self.fingerprint_cache = fingerprint_cache
+
+    @functools.cached_property
+    def _loaded(self) -> tuple:
+        import torch
+
+        from tunesmith.families.base_model import quiet_loading
+
         model_class, processor_class = self._classes()
         with quiet_loading():
-            self.model = model_class.from_pretrained(
+            model = model_class.from_pretrained(
                 self.folder, use_safetensors=True, local_files_only=True, dtype=torch.float32
             )
-            self.processor = processor_class.from_pretrained(self.folder, local_files_only=True)
-        self.model.to(self.device).eval().requires_grad_(False)
+            processor = processor_class.from_pretrained(self.folder, local_files_only=True)
+        return model.to(self.device).eval().requires_grad_(False), processor
+
+    @property
+    def model(self):
+        return self._loaded[0]
+
+    @property
+    def processor(self):
+        return self._loaded[1]
 
     def _classes(self) -> tuple:
         raise NotImplementedError
 
     @functools.cached_property
     def fingerprint(self) -> str:
-        """A content hash of the folder's weights, configs and tokenizer files."""
+        """A content hash of the folder's weights, configs and tokenizer files (with a
+        `fingerprint_cache`, a file unchanged since it was hashed is not read again)."""
         from tunesmith.store.fingerprints import model_fingerprint
 
-        return model_fingerprint(self.folder)
+        return model_fingerprint(self.folder, self.fingerprint_cache)
 
     @property
     def dim(self) -> int:

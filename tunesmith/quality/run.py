@@ -3,7 +3,7 @@
 The training loop renders the run's demos (same seeds) at every validation, as
 `samples/<demo>-<step>.<wav|png>`; step 0 is the base model (every adapter starts at zero).
 After training, the adapters stage measures every step's renders with the dataset's embedding
-models (`[metrics]`, `tunesmith.quality.settings`):
+models (`[metrics]`, `tunesmith.dataset.metrics`):
 
 - `prompt`: the similarity of each render to its own prompt (CLAP text–audio, CLIP
   text–image), averaged over the demos: is the prompt still followed;
@@ -34,8 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from tunesmith.dataset.manifest import file_hashes
+from tunesmith.dataset.metrics import PUBLISHED, model_folder, read_metrics
+from tunesmith.quality.embedders import load_audio, load_picture
 from tunesmith.quality.measures import frechet, paired_similarity, similarity, split_half_floor
-from tunesmith.quality.settings import PUBLISHED, model_folder
 from tunesmith.store import content_key, sha256_file
 from tunesmith.store.atomic import atomic_write_text
 from tunesmith.train.holdout import BY_PATH_HASH, LAST_OF_SORTED, split_holdout
@@ -47,6 +49,7 @@ MEASURES = ("prompt", "style", "style_dino", "frechet")
 HIGHER_IS_BETTER = {"prompt": True, "style": True, "style_dino": True, "frechet": False}
 # Which items a family holds out (its trainer's policy, `tunesmith.train.holdout`).
 HOLDOUT_POLICY = {"sdxl": LAST_OF_SORTED}
+MAIN = {"audio": "clap", "image": "clip"}  # the model that measures each media
 
 
 @dataclass(frozen=True)
@@ -56,52 +59,83 @@ class Skip:
     reason: str
 
 
-class Lazy:
-    """An embedding model named by its folder, loaded on first use: a build whose measures
-    are cached reads the folder's fingerprint and never imports the model."""
+def embedders_for(
+    media: str, chosen: dict[str, str], models_root: Path, fingerprint_cache: Path | None = None
+) -> dict | Skip:
+    """The embedding models `chosen` names (kind → folder name), checked and not yet loaded;
+    a `Skip` saying what to put where when the main one is missing or unusable (an optional
+    DINOv2 that is missing is left out)."""
+    from tunesmith.quality.embedders import ClapEmbedder, ClipEmbedder, DinoEmbedder
 
-    def __init__(self, folder: Path, kind: str) -> None:
-        from tunesmith.store.fingerprints import model_fingerprint
-
-        self.folder, self.kind = folder, kind
-        self.fingerprint = model_fingerprint(folder)
-        self._model = None
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if self._model is None:
-            from tunesmith.quality import embedders
-
-            classes = {"clap": embedders.ClapEmbedder, "clip": embedders.ClipEmbedder}
-            self._model = {**classes, "dino": embedders.DinoEmbedder}[self.kind](self.folder)
-        return getattr(self._model, name)
-
-
-def embedders_for(media: str, chosen: dict[str, str], models_root: Path) -> dict | Skip:
-    """The embedding models `chosen` names (kind → folder name), ready to load; a `Skip`
-    saying what to put where when the main one is missing or unusable (an optional DINOv2
-    that is missing is left out)."""
-    from tunesmith.quality.embedders import check_folder
-
-    main = "clap" if media == "audio" else "clip"
+    classes = {"clap": ClapEmbedder, "clip": ClipEmbedder, "dino": DinoEmbedder}
+    main = MAIN[media]
     if main not in chosen:
         return Skip("quality not measured: [metrics] enabled = false")
     ready = {}
     for kind, name in chosen.items():
         folder = model_folder(name, models_root)
-        problems = check_folder(folder, kind)
-        if problems:
+        try:
+            ready[kind] = classes[kind](folder, fingerprint_cache=fingerprint_cache)
+        except ValueError as exc:  # the folder's problems, a line each
             if kind != main:  # the optional second opinion: measured without it
                 continue
+            first, *problems = str(exc).splitlines()
             return Skip(
-                f"quality not measured: no usable {kind.upper()} model at {folder} "
-                f"({'; '.join(problems)}); put a {kind.upper()} folder in the transformers "
-                f"layout there ({PUBLISHED[kind]}), or name one in tunesmith.toml's "
-                f'[metrics] {kind} = "..."'
+                f"quality not measured: {first.rstrip(':')} "
+                f"({'; '.join(p.strip(' -') for p in problems)}); put a {kind.upper()} folder "
+                f"in the transformers layout there ({PUBLISHED[kind]}), or name one in "
+                f'tunesmith.toml\'s [metrics] {kind} = "..."'
             )
-        ready[kind] = Lazy(folder, kind)
     return ready
+
+
+class RunMeasures:
+    """The measures of a build's runs on one dataset: its `[metrics]` read once, its
+    embedding models checked once per media (and loaded only where a run is measured), its
+    items' hashes those the manifest stage remembered in `hash_cache` (`file_hashes`)."""
+
+    def __init__(
+        self,
+        dataset_folder: Path,
+        hash_cache: Path,
+        models_root: Path,
+        store: Path,
+        log: Callable[[str], None],
+        warn: Callable[[str], None],
+    ) -> None:
+        self.dataset_folder, self.hash_cache = dataset_folder, hash_cache
+        self.models_root, self.store, self.log, self.warn = models_root, store, log, warn
+        self.settings = read_metrics(dataset_folder)  # checked with the plan: it parses
+        self.embedders: dict[str, dict | Skip] = {}
+
+    def run(self, run, family, run_dir: Path, item_paths: list[str], best_step: int) -> dict:
+        """The run's measures with the kept adapter's verdict, the reason none were taken,
+        or {} where the run rendered no demos."""
+        samples = _samples(run_dir / "samples")
+        if not samples:
+            return {}
+        media = family.media
+        if media not in self.embedders:
+            chosen = self.settings.for_media(media)
+            cache = self.store / "fingerprints.json"
+            self.embedders[media] = embedders_for(media, chosen, self.models_root, cache)
+        embedders = self.embedders[media]
+        if isinstance(embedders, Skip):
+            self.log(f"{run.name}: {embedders.reason}")
+            return {"skipped": embedders.reason}
+        items = file_hashes(self.dataset_folder, self.hash_cache, item_paths)
+        measured = measure_run(
+            run, family.name, media, run_dir, samples, self.dataset_folder, items, embedders,
+            self.log, self.store,
+        )  # fmt: skip
+        judged = verdict(measured, best_step)
+        if judged["learned"] is False:
+            self.warn(
+                f"{run.name}: the kept adapter (step {best_step}) beats the base model on "
+                "no measure of its renders (prompt, style, Fréchet distance); listen or look "
+                "before using it"
+            )
+        return {**measured, "verdict": judged}
 
 
 def measure_run(
@@ -109,28 +143,25 @@ def measure_run(
     family_name: str,
     media: str,
     run_dir: Path,
+    samples: dict[tuple[int, int], Path],
     dataset_folder: Path,
-    item_paths: list[str],
+    items: dict[str, str],
     embedders: dict,
     log: Callable[[str], None] = print,
     store: Path | None = None,
 ) -> dict[str, Any]:
-    """The run's quality per sampled step (cached in `run_dir/quality.json`); the items'
-    embeddings are kept under `store` (`ItemRows`), once per item's bytes and model."""
-    samples = _samples(run_dir / "samples")
+    """The run's quality at every step of `samples` ((demo, step) → render), cached in
+    `run_dir/quality.json`; `items` is the run's items (path → sha256), whose embeddings are
+    kept under `store` (`ItemRows`) once per item's bytes and model."""
     prompts = [demo.prompt for demo in run.demos]
-    split = split_holdout(
-        sorted(item_paths),
-        run.train.holdout,
-        path=lambda p: p,
-        policy=HOLDOUT_POLICY.get(family_name, BY_PATH_HASH),
-    )
-    items = [dataset_folder / p for p in sorted(item_paths)]
+    paths = sorted(items)
+    policy = HOLDOUT_POLICY.get(family_name, BY_PATH_HASH)
+    split = split_holdout(paths, run.train.holdout, path=lambda p: p, policy=policy)
     key = content_key(
         version=VERSION,
         models={kind: e.fingerprint for kind, e in sorted(embedders.items())},
         samples={f"{d}-{s}": sha256_file(p) for (d, s), p in sorted(samples.items())},
-        items={str(p.relative_to(dataset_folder)): sha256_file(p) for p in items},
+        items=items,
         references=sorted(split.validation),
         prompts=prompts,
     )
@@ -139,22 +170,23 @@ def measure_run(
         saved = json.loads(path.read_text(encoding="utf-8"))
         if saved.get("key") == key:
             return saved
-    steps = sorted({step for _, step in samples})
-    if not steps:
-        return {"key": key, "steps": [], "floor": None, "references": [], "note": "no renders"}
-    read = _read_audio if media == "audio" else _read_picture
-    main = "clap" if media == "audio" else "clip"
-    held = [i for i, p in enumerate(sorted(item_paths)) if p in set(split.validation)]
+    read = load_audio if media == "audio" else load_picture
+    main = MAIN[media]
+    held = [i for i, p in enumerate(paths) if p in set(split.validation)]
     embed = {kind: _embed_media(e, media) for kind, e in embedders.items()}
+    files = [dataset_folder / p for p in paths]
+    digests = [items[p] for p in paths]
     rows_of = {
-        kind: ItemRows(store, kind, embedders[kind].fingerprint).rows(items, read, embed[kind])
+        kind: ItemRows(store, kind, embedders[kind].fingerprint).rows(
+            files, digests, read, embed[kind]
+        )
         for kind in embed
     }
     item_rows = rows_of[main]
     references = {kind: rows[held] for kind, rows in rows_of.items()}
-    texts = embedders[main].text(prompts) if prompts else np.zeros((0, item_rows.shape[1]))
+    texts = embedders[main].text(prompts)
     rows = []
-    for step in steps:
+    for step in sorted({step for _, step in samples}):
         demos = sorted(d for d, s in samples if s == step)
         rendered = [read(samples[(d, step)]) for d in demos]
         renders = {kind: f(rendered) for kind, f in embed.items()}
@@ -216,11 +248,6 @@ def summary_line(measured: dict[str, Any]) -> str:
     return line
 
 
-def has_renders(run_dir: Path) -> bool:
-    """Whether the run's loop rendered demos to measure (a run with no demos renders none)."""
-    return bool(_samples(run_dir / "samples"))
-
-
 class ItemRows:
     """The embeddings of a dataset's items, one `.safetensors` a file's bytes and model under
     `<store>/embeddings/<kind>-<model fingerprint>/<sha256 of the file>.safetensors`: a run
@@ -230,12 +257,13 @@ class ItemRows:
     def __init__(self, store: Path | None, kind: str, fingerprint: str) -> None:
         self.folder = store / "embeddings" / f"{kind}-{fingerprint[:16]}" if store else None
 
-    def rows(self, paths: list[Path], read, embed) -> np.ndarray:
+    def rows(self, paths: list[Path], digests: list[str], read, embed) -> np.ndarray:
+        """Rows of the files at `paths` (their sha256 `digests`), embedding only those not
+        kept yet."""
         from safetensors.numpy import load_file
 
         from tunesmith.store.tensors import write_safetensors
 
-        digests = [sha256_file(p) for p in paths]
         found: dict[int, np.ndarray] = {}
         if self.folder is not None:
             for i, digest in enumerate(digests):
@@ -253,7 +281,7 @@ class ItemRows:
                     entry = self.folder / f"{digests[i]}.safetensors"
                     entry.parent.mkdir(parents=True, exist_ok=True)
                     write_safetensors(entry, {"row": torch.from_numpy(np.ascontiguousarray(row))})
-        return np.stack([found[i] for i in range(len(paths))]) if paths else np.zeros((0, 0))
+        return np.stack([found[i] for i in range(len(paths))])
 
 
 def _samples(folder: Path) -> dict[tuple[int, int], Path]:
@@ -263,18 +291,6 @@ def _samples(folder: Path) -> dict[tuple[int, int], Path]:
         if match:
             found[(int(match["demo"]), int(match["step"]))] = path
     return found
-
-
-def _read_audio(path: Path):
-    from tunesmith.quality.embedders import load_audio
-
-    return load_audio(path)
-
-
-def _read_picture(path: Path):
-    from tunesmith.quality.embedders import load_picture
-
-    return load_picture(path)
 
 
 def _embed_media(embedder, media: str) -> Callable[[list], np.ndarray]:

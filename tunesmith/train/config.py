@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tunesmith import family as families
+from tunesmith.dataset.metrics import MetricsError, read_metrics
 from tunesmith.dataset.settings import SettingsError, read_settings
-from tunesmith.quality.settings import MetricsError, read_metrics
 from tunesmith.store import content_key
 from tunesmith.store.atomic import json_bytes, write_if_changed
 from tunesmith.train import schema
