@@ -205,11 +205,11 @@ class AceStepTrainer:
         for crop, weight in zip(crops, w.tolist(), strict=True):
             loss = self._crop_loss(crop)
             share = weight / len(crops)
-            if not torch.isfinite(loss):
+            value = float(loss.detach())  # one read (on CUDA one wait) serves the check and the sum
+            if not math.isfinite(value):
                 self.optimizer.zero_grad(set_to_none=True)
-                return StepReport(float(loss), float(t.mean()), epoch)
+                return StepReport(value, float(t.mean()), epoch)
             (loss * share).backward()
-            value = float(loss.detach())
             total, raw = total + share * value, raw + value / len(crops)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
         self.optimizer.step()
