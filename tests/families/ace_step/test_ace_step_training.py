@@ -179,3 +179,21 @@ def test_a_lokr_factor_that_does_not_split_a_layer_names_it_and_the_nearest(ace_
     assert "adapter.factor 8 does not split layers.0.self_attn.to_q (32→32)" in message
     assert "PEFT splits its output size 32 as 8 x 4, LyCORIS as 4 x 8" in message
     assert "the nearest factor that splits it is 7" in message
+
+
+def test_a_step_whose_loss_is_not_finite_changes_nothing(ace_encoded, tmp_path):
+    """A crop whose loss is NaN ends the step before any update: the loss is reported as it
+    is, every adapter tensor and the optimizer's step count stay as they were."""
+    ours = trainer(ace_encoded, make_run(accumulation=2, lr=1e-3), tmp_path)
+    before = [p.detach().clone() for p in ours.params]
+    first = ours.params[0]
+    with torch.no_grad():
+        first[(0,) * first.dim()] = float("nan")  # poisons every crop's output
+    kept = first.detach().clone()
+    report = ours.step()
+    assert report.loss != report.loss  # NaN
+    assert ours.updates == 0
+    assert all(p.grad is None for p in ours.params)
+    assert torch.equal(first.detach().nan_to_num(), kept.nan_to_num())
+    for p, b in zip(ours.params[1:], before[1:], strict=True):
+        assert torch.equal(p.detach(), b)
