@@ -4,6 +4,7 @@ model.py        the base model folder: check, load; encode pictures (VAE posteri
 encoded.py      stage `encoded`: per picture its posterior, per distinct caption both text
                 encoders' outputs, cached in the store
 objective.py    the LoRA objective: the UNet with adapters, its loss, the validation loss
+options.py      kohya's loss, noise, schedule, optimizer and EMA options, as kohya computes them
 trainer.py      one run as a trainer of the one loop: passes, holdout, files, state
 files.py        the PEFT and kohya files, and their check
 memory.py       what a run holds at its peak, estimated on the meta device before it trains
@@ -30,7 +31,13 @@ class Sdxl(Family):
     default_for_media = True
     data_parallel = True  # DistributedDataParallel over the adapter (trainer.py)
     item_keys = ("path", "entry", "caption_entry")  # its posterior and its caption's encoding
-    config = ConfigSections(settings.SdxlAdapter, settings.SdxlTrain, settings.SdxlDemo)
+    config = ConfigSections(
+        settings.SdxlAdapter,
+        settings.SdxlTrain,
+        settings.SdxlDemo,
+        check=settings.problems,
+        later=settings.LATER,
+    )
     files_check = "sdxl_files"
     backends = MappingProxyType(
         {

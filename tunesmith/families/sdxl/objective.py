@@ -26,7 +26,12 @@ Where the UNet runs in half precision the loss goes into backward as a sum and t
 gradients are divided back by the element count: a mean's per-element gradient (≈1e-5 at 1024²)
 is rounded away in fp16 (kvad measured cosine 0.934 against fp32 without this).
 
-The loop around it is `run.py`; the files it writes are `files.py`.
+kohya's loss and noise options (`options.py`: min-SNR and debiased weights, the Huber losses,
+noise offset and multires noise) change the training loss and the noise it is drawn with;
+at their defaults the step is the MSE above, draw for draw. The validation loss stays the plain
+MSE at fixed levels whatever the run trains with: it is the number that compares across runs.
+
+The loop around it is `trainer.py`; the files it writes are `files.py`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,15 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from tunesmith.families.sdxl.options import (
+    LossOptions,
+    debiased_weight,
+    elementwise_loss,
+    huber_threshold,
+    kohya_noise,
+    min_snr_weight,
+    signal_to_noise,
+)
 from tunesmith.train.trainer import TrainingError
 
 TARGET_MODULES = ("to_q", "to_k", "to_v", "to_out.0")
@@ -111,6 +125,7 @@ class SdxlLora:
         alpha: float | None = None,
         seed: int = 0,
         checkpointing: bool = False,
+        options: LossOptions | None = None,
     ) -> None:
         from peft import LoraConfig
 
@@ -141,6 +156,7 @@ class SdxlLora:
         self.prediction_type = scheduler.config.prediction_type
         if self.prediction_type not in ("epsilon", "v_prediction"):
             raise ValueError(f"prediction_type {self.prediction_type!r}: epsilon or v_prediction")
+        self.options = options or LossOptions()  # kohya's loss and noise options; none: MSE
         self._checked = False
         self.gradient_note = ""  # check_gradients' note at the first step, for the run's log
 
@@ -176,6 +192,27 @@ class SdxlLora:
             added_cond_kwargs={"text_embeds": pooled, "time_ids": ids},
         ).sample.float()
 
+    def x0(self, pictures: list[Picture], eps1: torch.Tensor, device=None) -> torch.Tensor:
+        """The scaled latents drawn from the pictures' posteriors with ε₁, fp32."""
+        device = self.device if device is None else device
+        mean = torch.stack([p.mean for p in pictures]).to(device, torch.float32)
+        logvar = torch.stack([p.logvar for p in pictures]).to(device, torch.float32)
+        return (mean + torch.exp(0.5 * logvar) * eps1.to(mean)) * self.scaling_factor
+
+    def prediction_and_target(
+        self, pictures: list[Picture], t: torch.Tensor, eps1: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(UNet(x_t) as fp32, its target: ε or v) for levels `t` [B] (ints)."""
+        x0 = self.x0(pictures, eps1)
+        noise = noise.to(x0)
+        ac = self.alphas_cumprod.to(self.device)[t.to(self.device)].float()[:, None, None, None]
+        x_t = ac.sqrt() * x0 + (1 - ac).sqrt() * noise
+        if self.prediction_type == "v_prediction":
+            target = ac.sqrt() * noise - (1 - ac).sqrt() * x0
+        else:
+            target = noise
+        return self.unet_output(x_t, t, pictures), target
+
     def squared_error(
         self,
         pictures: list[Picture],
@@ -184,29 +221,55 @@ class SdxlLora:
         noise: torch.Tensor,
     ) -> torch.Tensor:
         """Σ (UNet(x_t) − target)² over every element, fp32, for levels `t` [B] (ints)."""
-        mean = torch.stack([p.mean for p in pictures]).to(self.device, torch.float32)
-        logvar = torch.stack([p.logvar for p in pictures]).to(self.device, torch.float32)
-        x0 = (mean + torch.exp(0.5 * logvar) * eps1.to(mean)) * self.scaling_factor
-        noise = noise.to(mean)
-        ac = self.alphas_cumprod.to(self.device)[t.to(self.device)].float()[:, None, None, None]
-        x_t = ac.sqrt() * x0 + (1 - ac).sqrt() * noise
-        if self.prediction_type == "v_prediction":
-            target = ac.sqrt() * noise - (1 - ac).sqrt() * x0
-        else:
-            target = noise
-        prediction = self.unet_output(x_t, t, pictures)
+        prediction, target = self.prediction_and_target(pictures, t, eps1, noise)
         return ((prediction - target) ** 2).sum()
 
+    def training_error(
+        self,
+        pictures: list[Picture],
+        t: torch.Tensor,
+        eps1: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> torch.Tensor:
+        """Σ over pictures of w_b · Σ ℓ over the picture's elements, fp32: the training loss
+        times the element count (`options.py`); `squared_error` at the default options."""
+        options = self.options
+        if options.plain_loss:
+            return self.squared_error(pictures, t, eps1, noise)
+        prediction, target = self.prediction_and_target(pictures, t, eps1, noise)
+        t = t.to(self.device)
+        c = None
+        if options.loss_type in ("huber", "smooth_l1"):
+            c = huber_threshold(
+                t, options.huber_c, options.huber_schedule, self.alphas_cumprod, self.levels
+            )
+        per_picture = elementwise_loss(prediction, target, options.loss_type, c)
+        per_picture = per_picture.sum(dim=tuple(range(1, per_picture.ndim)))
+        v_prediction = self.prediction_type == "v_prediction"
+        snr = signal_to_noise(self.alphas_cumprod, t).to(per_picture)
+        if options.min_snr_gamma:
+            per_picture = per_picture * min_snr_weight(snr, options.min_snr_gamma, v_prediction)
+        if options.debiased_estimation:
+            per_picture = per_picture * debiased_weight(snr, v_prediction)
+        return per_picture.sum()
+
     def loss(self, pictures, t, eps1, noise) -> torch.Tensor:
-        """mean((UNet(x_t, t, caption) − target)²), fp32."""
-        return self.squared_error(pictures, t, eps1, noise) / eps1.numel()
+        """The training loss: mean((UNet(x_t, t, caption) − target)²) at the default options,
+        fp32."""
+        return self.training_error(pictures, t, eps1, noise) / eps1.numel()
 
     def draw(self, pictures: list[Picture], generator: torch.Generator):
-        """(t [B], ε₁, ε) for one step: a level uniform over the scheduler's, fresh noises."""
+        """(t [B], ε₁, ε) for one step: a level uniform over the scheduler's, fresh noises;
+        then, where the run asks, ε with kohya's noise offset and multires noise, drawn after
+        them (`options.kohya_noise`, on the whole batch)."""
         shape = (len(pictures), *pictures[0].mean.shape)
         t = torch.randint(0, self.levels, (len(pictures),), generator=generator)
         eps1 = torch.randn(shape, generator=generator)
         noise = torch.randn(shape, generator=generator)
+        if not self.options.plain_noise:
+            # The adaptive offset reads x0's mean: the same draw the loss makes, on the CPU.
+            x0 = self.x0(pictures, eps1, "cpu") if self.options.adaptive_noise_scale else None
+            noise = kohya_noise(noise, x0, self.options, generator)
         return t, eps1, noise
 
     def backward(self, pictures, t, eps1, noise) -> float:
@@ -214,21 +277,34 @@ class SdxlLora:
 
         In half precision the sum goes into backward and the fp32 gradients are divided back."""
         count = eps1.numel()
+        value = self.accumulate(pictures, t, eps1, noise, 1.0, count)
+        self.finish(count)
+        return value
+
+    def accumulate(self, pictures, t, eps1, noise, share: float, reference: int) -> float:
+        """Add `share` × the gradient of the mean loss of one micro-batch to the factors'
+        gradients; returns its loss. In half precision the sum goes into backward, scaled by
+        `share · reference / count`, and `finish(reference)` divides the fp32 gradients back."""
+        count = eps1.numel()
         if self.half:
-            total = self.squared_error(pictures, t, eps1, noise)
-            total.backward()
+            total = self.training_error(pictures, t, eps1, noise)
+            scale = share * reference / count
+            (total if scale == 1 else total * scale).backward()
+            return total.detach().item() / count
+        loss = self.loss(pictures, t, eps1, noise)
+        (loss if share == 1 else loss * share).backward()
+        return loss.detach().item()
+
+    def finish(self, reference: int) -> None:
+        """After a step's micro-batches: the half-precision gradients divided back by
+        `reference`, and every B's gradient checked at the first step."""
+        if self.half:
             for p in self.parameters():
                 if p.grad is not None:
-                    p.grad.div_(count)
-            value = total.detach().item() / count
-        else:
-            loss = self.loss(pictures, t, eps1, noise)
-            loss.backward()
-            value = loss.detach().item()
+                    p.grad.div_(reference)
         if not self._checked:
             self.gradient_note = self.check_gradients()
             self._checked = True
-        return value
 
     def check_gradients(self) -> str:
         """Every layer's B has a gradient that is finite and not zero, at the first step.

@@ -1,9 +1,15 @@
 """Training one SDXL run: `SdxlLora` (objective.py) as a `Trainer` of the one loop.
 
-Per step: the next pictures of a shuffled pass over the training pictures (a new order each
-epoch, as kohya's and diffusers' data loaders draw: `ORDER`, a policy of
-`tunesmith.train.order`), a level `t`, the posterior draw ε₁ and the noise ε from the
-training generator, backward, optional clipping, AdamW at a constant lr. The validation loss
+Per step, `train.gradient_accumulation_steps` micro-batches (one by default), each: the next
+pictures of a shuffled pass over the training pictures (a new order each epoch, as kohya's and
+diffusers' data loaders draw: `ORDER`, a policy of `tunesmith.train.order`), a level `t`, the
+posterior draw ε₁ and the noise ε from the training generator (with kohya's noise options
+after them, where the run has any), backward of its share of the step's loss; then optional
+clipping, one optimizer update (AdamW by default; kohya's AdamW8bit, Prodigy and Adafactor by
+`train.optimizer`), the lr schedule's step (`train.lr_scheduler`, diffusers' get_scheduler per
+update; constant by default) and, with `train.ema_decay`, the EMA's update (`options.py`).
+A step's loss is the mean of its micro-batches' losses; its lr the one the update used. The
+validation loss
 is measured on the held-out pictures (the kvad trainer's fixed set,
 `tunesmith.train.holdout.LAST_OF_SORTED`) at levels 125/375/625/875 with fixed noise; the
 demos are drawn into `samples/<demo>-<step>.png` by the renders stage's own `render_demo`, so
@@ -12,21 +18,27 @@ row 0 is the base model's picture. The adapter with the lowest validation loss i
 differs (`tunesmith.train.trainer.PeftNames`); the cadence is the loop's
 (`tunesmith.train.loop`).
 
+With an EMA, the EMA of the adapter is what is validated, rendered and written (the best
+adapter is the EMA with the lowest validation loss), as SimpleTuner does; training goes on from
+the adapter's own values, and the state keeps both.
+
 Three random sources, all seeded from the run's seed and saved with the state: the order
-generator (the passes), the training generator (t, ε₁, ε) and the adapters' initial A (drawn
-once, then part of the state). Validation and samples draw from none of them. Captions are
+generator (the passes), the training generator (t, ε₁, ε and the noise options' draws) and the
+adapters' initial A (drawn once, then part of the state). Validation and samples draw from
+none of them. The state also keeps the optimizer's, the schedule's and the EMA's. Captions are
 used as written. With `train.gradient_checkpointing = true` the UNet recomputes its blocks in
 the backward pass (`SdxlLora`); anything else trains without (the fit resolved "auto").
 
 On several processes (`train.devices`, `tunesmith.train.distributed`) every rank draws the
 global batch and its t, ε₁ and ε as above, keeps pictures `rank::world`, and DDP over the
-UNet's adapter sums the gradients; rank 0 alone validates and renders.
+UNet's adapter sums the gradients (at a step's last micro-batch; the others accumulate under
+`no_sync`); rank 0 alone validates and renders.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -34,11 +46,21 @@ import torch
 from tunesmith.families.sdxl import files
 from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.objective import Picture, SdxlLora, ValidationSet, pictures_from_frame
+from tunesmith.families.sdxl.options import (
+    AdapterEma,
+    LossOptions,
+    OptionError,
+    build_optimizer,
+    build_scheduler,
+    optimizer_note,
+)
 from tunesmith.families.sdxl.sample import DTYPES, render_demo
 from tunesmith.media.writers import write_png
 from tunesmith.train import distributed
+from tunesmith.train.config import ConfigError
 from tunesmith.train.holdout import LAST_OF_SORTED, split_holdout
 from tunesmith.train.order import WRAP, Order, OrderPolicy
+from tunesmith.train.schedules import lr_scheduler
 from tunesmith.train.state import load_trainer_state, trainer_state
 from tunesmith.train.trainer import PeftNames, StepReport
 
@@ -52,8 +74,9 @@ def train_step(
     generator: torch.Generator,
     grad_clip: float = 0.0,
 ) -> tuple[float, torch.Tensor]:
-    """One step: t, ε₁ and ε drawn, backward (checking every B at the first), optional
-    clipping, AdamW. Returns (loss, t); a loss that is not finite leaves the adapter as it was."""
+    """One step of one micro-batch: t, ε₁ and ε drawn, backward (checking every B at the
+    first), optional clipping, the optimizer's update. Returns (loss, t); a loss that is not
+    finite leaves the adapter as it was."""
     t, eps1, noise = lora.draw(pictures, generator)
     optimizer.zero_grad(set_to_none=True)
     loss = lora.backward(pictures, t, eps1, noise)
@@ -64,43 +87,35 @@ def train_step(
     return loss, t
 
 
-def shared_train_step(
+def shared_backward(
     replica,
     lora: SdxlLora,
-    optimizer: torch.optim.Optimizer,
     pictures: list[Picture],
-    generator: torch.Generator,
-    grad_clip: float = 0.0,
-) -> tuple[float, torch.Tensor]:
-    """`train_step` on one rank of several: the global batch's draws, this rank's share of
-    them through `replica` (DDP over the adapter, forward = `squared_error`), the gradients
-    summed over the ranks in backward. Returns the global batch's (loss, t)."""
+    draws: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    share: float,
+    reference: int,
+) -> float:
+    """`SdxlLora.accumulate` on one rank of several: the global micro-batch's draws, this
+    rank's part of them through `replica` (DDP over the adapter, forward = `training_error`),
+    the gradients summed over the ranks in backward (where DDP syncs). Returns the global
+    micro-batch's loss."""
     rank, world = distributed.rank_and_world()
-    t, eps1, noise = lora.draw(pictures, generator)  # the one-process draws, on every rank
+    t, eps1, noise = draws  # the one-process draws, on every rank
     mine = [distributed.share(x, rank, world) for x in (pictures, t, eps1, noise)]
-    optimizer.zero_grad(set_to_none=True)
-    local = replica(*mine)  # Σ squared error over this rank's elements
+    local = replica(*mine)  # Σ of the training loss over this rank's elements
     count = eps1.numel()
-    if lora.half:  # the sum into backward, the fp32 gradients divided back (as `backward`)
-        (local * world).backward()
-        for p in lora.parameters():
-            if p.grad is not None:
-                p.grad.div_(count)
+    if lora.half:  # the sum into backward, the fp32 gradients divided back (`finish`)
+        scale = share * reference / count
+        (local * world if scale == 1 else local * (world * scale)).backward()
     else:
-        distributed.global_share(local, count, world).backward()
-    loss = distributed.global_sum(local) / count
-    if not lora._checked:
-        lora.gradient_note = lora.check_gradients()
-        lora._checked = True
-    if math.isfinite(loss):  # the same on every rank: the gradients and loss are global
-        if grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(lora.parameters(), grad_clip)
-        optimizer.step()
-    return loss, t
+        part = distributed.global_share(local, count, world)
+        (part if share == 1 else part * share).backward()
+    return distributed.global_sum(local) / count
 
 
 class SdxlTrainer:
-    """One SDXL run on PyTorch: `SdxlLora` on the base model's UNet, AdamW at a constant lr."""
+    """One SDXL run on PyTorch: `SdxlLora` on the base model's UNet, its optimizer, lr
+    schedule and EMA as the run's settings say (AdamW at a constant lr by default)."""
 
     data_parallel = True  # trains on several processes (tunesmith.train.distributed)
 
@@ -118,11 +133,20 @@ class SdxlTrainer:
             run.adapter.scale_alpha,
             cfg.seed,
             checkpointing=cfg.gradient_checkpointing is True,  # "auto" was resolved before
+            options=LossOptions.of(cfg),
         )
         self.train = split.train
         self.validation = ValidationSet.make(split.validation, seed=cfg.seed + 1)
         self.params = self.lora.parameters()
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr)  # torch's defaults, as kvad
+        try:
+            self.optimizer = build_optimizer(cfg.optimizer, self.params, cfg.lr)
+            self.scheduler = build_scheduler(cfg, self.optimizer)  # None: constant
+        except OptionError as exc:
+            raise ConfigError(f"run {run.name}: {exc}") from None
+        self.ema = AdapterEma(self.params, cfg.ema_decay) if cfg.ema_decay else None
+        self.accumulation = cfg.gradient_accumulation_steps
+        self.updates = 0  # optimizer updates made: the schedule's step on a resume
+        self.start_note = optimizer_note(cfg.optimizer, cfg.lr)
         self.validation_note = split.note("picture")
         # The order's generator is seeded apart from the training generator.
         self.order = Order(len(split.train), cfg.batch_size, cfg.seed + 2, ORDER)
@@ -138,33 +162,67 @@ class SdxlTrainer:
         }
         self.replica = None
         if distributed.rank_and_world()[1] > 1:
-            self.replica = distributed.replicate({"unet": self.pipe.unet}, self.lora.squared_error)
+            self.replica = distributed.replicate({"unet": self.pipe.unet}, self.lora.training_error)
 
     def step(self) -> StepReport:
-        pictures = [self.train[i] for i in self.order.next()]
-        step = train_step if self.replica is None else partial(shared_train_step, self.replica)
-        loss, t = step(
-            self.lora, self.optimizer, pictures, self.generator, self.run.train.grad_clip
-        )
-        note, self.lora.gradient_note = self.lora.gradient_note, ""
-        return StepReport(
-            loss, t.float().mean().item(), self.order.epoch, {"lr": self.run.train.lr}, note=note
-        )
+        """One optimizer update over `accumulation` micro-batches (module docstring)."""
+        cfg, lora, n = self.run.train, self.lora, self.accumulation
+        lr = self.optimizer.param_groups[0]["lr"] if self.scheduler is not None else cfg.lr
+        self.optimizer.zero_grad(set_to_none=True)
+        losses, levels, reference = [], [], 0
+        for index in range(n):
+            pictures = [self.train[i] for i in self.order.next()]
+            draws = lora.draw(pictures, self.generator)
+            reference = reference or draws[1].numel()  # the half-precision gradients' divisor
+            if self.replica is None:
+                loss = lora.accumulate(pictures, *draws, 1.0 / n, reference)
+            else:
+                last = index == n - 1  # DDP sums the accumulated gradients at the last one
+                with contextlib.nullcontext() if last else self.replica.no_sync():
+                    loss = shared_backward(self.replica, lora, pictures, draws, 1.0 / n, reference)
+            losses.append(loss)
+            levels.append(draws[0])
+            if not math.isfinite(loss):  # the same on every rank: the losses are global
+                break
+        lora.finish(reference)
+        loss = sum(losses) / len(losses)
+        if math.isfinite(loss):
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
+            self.optimizer.step()
+            if self.scheduler is not None:
+                self.scheduler.step()
+            if self.ema is not None:
+                self.ema.step()
+            self.updates += 1
+        note, lora.gradient_note = lora.gradient_note, ""
+        t = torch.cat(levels).float().mean().item()
+        return StepReport(loss, t, self.order.epoch, {"lr": lr}, note=note)
+
+    def averaged(self):
+        """The adapter as it is measured, rendered and written: its EMA where the run keeps
+        one, else itself."""
+        return self.ema.applied() if self.ema is not None else contextlib.nullcontext()
 
     def validation_loss(self) -> float:
-        return self.lora.validation_loss(self.validation)
+        with self.averaged():  # the plain MSE at fixed levels, whatever the run trains with
+            return self.lora.validation_loss(self.validation)
 
     def render_samples(self, folder: Path, step: int) -> None:
-        for index, demo in enumerate(self.run.demos):
-            folder.mkdir(parents=True, exist_ok=True)
-            write_png(render_demo(self.pipe, demo, self.size), folder / f"{index}-{step}.png")
+        with self.averaged():
+            for index, demo in enumerate(self.run.demos):
+                folder.mkdir(parents=True, exist_ok=True)
+                picture = render_demo(self.pipe, demo, self.size)
+                write_png(picture, folder / f"{index}-{step}.png")
 
     def write_adapter(self, path: Path, step: int, epoch: int, loss: float | None) -> Path:
         meta = {**self.metadata, "tunesmith.step": str(step)}
         if loss is not None:
             meta["validation_loss"] = f"{loss:.8g}"
-        files.save_kohya(self.lora, files.kohya_path(path), meta, self.run.name, step, self.size)
-        return files.save_peft(self.lora, path, meta)
+        with self.averaged():
+            kohya = files.kohya_path(path)
+            files.save_kohya(self.lora, kohya, meta, self.run.name, step, self.size)
+            return files.save_peft(self.lora, path, meta)
 
     def adapter_files(self, path: Path) -> list[Path]:
         return [path, files.kohya_path(path)]
@@ -174,9 +232,24 @@ class SdxlTrainer:
             stale.unlink(missing_ok=True)
 
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
-        tensors, document = trainer_state(self.params, self.optimizer, self.order, "sampler")
-        return {**tensors, "rng.train": self.generator.get_state()}, document
+        # A run at the default settings keeps the state it kept before: no counter, no EMA.
+        counters = {"updates": self.updates} if self.scheduler is not None else {}
+        tensors, document = trainer_state(
+            self.params, self.optimizer, self.order, "sampler", **counters
+        )
+        tensors = {**tensors, "rng.train": self.generator.get_state()}
+        if self.ema is not None:
+            ema_tensors, ema_document = self.ema.state()
+            tensors, document = {**tensors, **ema_tensors}, {**document, **ema_document}
+        return tensors, document
 
     def load_state(self, tensors: dict[str, torch.Tensor], document: dict) -> None:
         load_trainer_state(self.params, self.optimizer, self.order, "sampler", tensors, document)
         self.generator.set_state(tensors["rng.train"])
+        if self.scheduler is not None:  # the schedule at the saved update, from the optimizer's
+            self.updates = int(document["updates"])  # groups (their initial_lr)
+            self.scheduler = lr_scheduler(
+                self.optimizer, self.scheduler.lr_lambdas[0], self.updates
+            )
+        if self.ema is not None:
+            self.ema.load_state(tensors, document)
