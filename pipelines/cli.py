@@ -13,6 +13,8 @@
     tunesmith adapters [DATASET...] [--json]  every trained adapter, the file for each tool
     tunesmith render DATASET RUN --prompt TEXT [--prompt TEXT ...]  render with a run's
                                  trained adapter, no build (pipelines/render.py)
+    tunesmith ratings DATASET FILE  hand back the blind choices an audition page exported,
+                                 counted by the next build (pipelines/ratings.py)
 
 Runs are recorded in DAGSTER_HOME (default `data/dagster_home`), so the UI shows them.
 """
@@ -79,6 +81,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     listing.add_argument("datasets", nargs="*")
     listing.add_argument("--json", action="store_true", help="as JSON")
+    ratings = sub.add_parser(
+        "ratings",
+        help="hand back the blind choices an audition page exported",
+        description="Copy FILE (an audition page's Export choices) into its run's folder "
+        "(ratings/<sha256>.json), where the next build's auditions stage counts it per step; "
+        "the same file twice counts once.",
+    )
+    ratings.add_argument("dataset", help="dataset folder name, partition key or path")
+    ratings.add_argument("file", help="the exported JSON (audition-<run>.json)")
     args = parser.parse_args(argv)
 
     if args.command == "examples":
@@ -89,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         from pipelines.listing import adapters
 
         return adapters(args.datasets, args.json)
+    if args.command == "ratings":
+        from pipelines.ratings import ratings as hand_back
+
+        return hand_back(args.dataset, args.file)
     if args.command == "render":
         from pipelines import render as rendering
 

@@ -466,6 +466,9 @@ def test_blind_choices_survive_a_reload_and_are_exported(browser, tmp_path, make
         "prompts",
         "revealed",
         "run",
+        "run_folder",
+        "session",
+        "step",
         "summary",
         "title",
     ]

@@ -29,6 +29,28 @@ without a sidecar, or whose sidecar names no model, is the base model's.
 `prompts_heading` replaces the section's "Demo prompts". An image must be a PNG; its pixel
 size comes from its header.
 
+Optional parts, each left out of the page where the key is absent:
+
+- `quality`: the run's measures per step (`tunesmith.quality.run`'s `quality.json`: `steps`
+  [{step, prompt, style, style_dino, frechet}], `floor`, `references`, `on_training_items`)
+  with `verdict` ({beats, learned}) and `kept_step`: one plot per measure beside the loss
+  curve (the base model at step 0, every checkpoint, the kept one ringed) and their table;
+- `pair_measures`: {prompt id: {measure: {"base": value, "adapter": value}}}, the measures of
+  that pair's own two renders; the page says which side each prefers (hidden in blind mode
+  until Reveal, as the labels are);
+- `ratings`: the blind choices handed back (`tunesmith.render.ratings`): {step (the adapter's
+  step on this page), drop (the folder to put an exported file in, relative to the page),
+  command, checkpoints [{step, adapter, base, same, choices, adapter_share, files, prompts}],
+  skipped [lines]}: a table per checkpoint, the current one's counts under each prompt
+  (hidden in blind mode);
+- `step` (the adapter's training step) and `run_folder` (the run's folder name): written on
+  the page and into the exported choices, so a file handed back names its checkpoint.
+
+The export (`FORMAT`, "tunesmith-audition-choices/1") holds format, title, run, dataset,
+family, fingerprint, step, run_folder, session (drawn per blind session, so a later export of
+the same session replaces its earlier choices instead of adding to them), exported_at,
+revealed, summary and prompts [{id, prompt, a, b, choice, chosen}].
+
 The same `page` dict gives the same bytes. Not handled: video, or a page mixing audio and
 image pairs.
 """
@@ -44,16 +66,24 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tunesmith.quality.run import HIGHER_IS_BETTER, MEASURES
 from tunesmith.render.audition_assets import BLIND_HINTS, CSS, JS, TOOLBAR
+from tunesmith.render.curve import curve_svg
 from tunesmith.store.atomic import write_if_changed
 
-SVG_WIDTH, SVG_HEIGHT = 640, 260
-MARGIN = {"left": 64, "right": 24, "top": 28, "bottom": 44}
 SIDES = ("base", "adapter")
 # The media keys of a side, by kind; a side holds exactly one kind's keys.
 MEDIA = {"audio": ("audio", "spectrogram"), "image": ("image",)}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ARC = "ARC"  # a render sidecar's `model` for a render on the ARC model
+FORMAT = "tunesmith-audition-choices/1"  # what the page's Export choices writes
+# A quality measure in a person's words, and which way is better.
+MEASURE_NAMES = {
+    "prompt": "prompt similarity",
+    "style": "style similarity",
+    "style_dino": "style similarity (DINOv2)",
+    "frechet": "Fréchet distance",
+}
 
 
 def write_audition_page(path: Path, page: dict) -> Path:
@@ -75,6 +105,11 @@ def audition_html(page: dict, folder: Path) -> str:
         name: _esc(_require(page, name, "page")) for name in ("title", "run", "dataset", "family")
     }
     attrs = " ".join(f'data-{name}="{value}"' for name, value in head.items())
+    step = page.get("step", page.get("best_step"))
+    if step is not None:
+        attrs += f' data-step="{int(step)}"'
+    if page.get("run_folder"):
+        attrs += f' data-run-folder="{_esc(page["run_folder"])}"'
     meta = " · ".join(f"{name} <b>{head[name]}</b>" for name in ("run", "dataset", "family"))
     parts = [
         "<!doctype html>",
@@ -90,9 +125,11 @@ def audition_html(page: dict, folder: Path) -> str:
         TOOLBAR.format(hint=BLIND_HINTS[kind]),
         "<main>",
         f'<section id="prompts"><h2>{_esc(page.get("prompts_heading") or "Demo prompts")}</h2>',
-        *(_prompt_html(i, p, folder, kind) for i, p in enumerate(prompts)),
+        *(_prompt_html(i, p, folder, kind, page) for i, p in enumerate(prompts)),
         "</section>",
         _validation_html(page),
+        _quality_html(page.get("quality")),
+        _ratings_html(page.get("ratings")),
         _tables_html(page),
         _notes_html(page.get("notes") or []),
         "</main>",
@@ -163,6 +200,13 @@ def _png_size(folder: Path, rel: str, where: str) -> tuple[int, int]:
         raise ValueError(f"audition page: {where}.image = {rel!r}; expected a PNG file")
     width, height = struct.unpack(">II", header[16:24])
     return width, height
+
+
+def page_fingerprint(page: dict, folder: Path) -> str:
+    """The fingerprint the page carries (and its exported choices name): a hash of its
+    prompts, their settings and their media's bytes."""
+    prompts = _require(page, "prompts", "page")
+    return _fingerprint(prompts, folder, _page_kind(prompts))
 
 
 def _fingerprint(prompts: list[dict], folder: Path, kind: str) -> str:
@@ -259,7 +303,7 @@ def _lyrics_html(prompt: dict) -> str:
     return f'<pre class="lyrics">{_esc(lyrics)}</pre>' if lyrics else ""
 
 
-def _prompt_html(index: int, prompt: dict, folder: Path, kind: str) -> str:
+def _prompt_html(index: int, prompt: dict, folder: Path, kind: str, page: dict) -> str:
     where = f"prompts[{index}]"
     pid, text = prompt["id"], _require(prompt, "prompt", where)
     adapter = prompt["adapter"]
@@ -282,79 +326,56 @@ def _prompt_html(index: int, prompt: dict, folder: Path, kind: str) -> str:
         f'<article class="prompt" data-prompt-id="{_esc(pid)}" data-prompt="{_esc(text)}">'
         f"<h3>{shown}</h3>{_lyrics_html(prompt)}{_settings_html(prompt, where, folder, kind)}"
         f'<div class="pair">{sides}</div>'
+        f"{_pair_measures_html((page.get('pair_measures') or {}).get(pid))}"
+        f"{_listeners_html(page.get('ratings'), pid)}"
         f'<div class="choice" role="group" aria-label="Which do you prefer?">'
         f"<span>Preferred:</span>{choices}</div>"
         f"</article>"
     )
 
 
-def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    """Round tick values covering [lo, hi]: steps of 1, 2 or 5 times a power of ten."""
-    raw = (hi - lo) / max(count - 1, 1)
-    power = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.floor(lo / step) * step
-    ticks = []
-    for i in range(count + 2):
-        tick = first + i * step
-        ticks.append(round(tick, 12))
-        if tick >= hi:
-            break
-    return ticks
+SIDE_WORDS = {"base": "the base model", "adapter": "the adapter", "neither": "neither"}
 
 
-def _svg_text(x: float, y: float, text: str, cls: str, anchor: str) -> str:
-    return f'<text class="{cls}" x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{_esc(text)}</text>'
-
-
-def _loss_svg(points: list[tuple[int, float]], best_step: int, best_loss: float) -> str:
-    steps = [s for s, _ in points] + [best_step]
-    losses = [v for _, v in points] + [best_loss]
-    x_ticks = _nice_ticks(min(steps), max(max(steps), min(steps) + 1))
-    # room below the lowest point for the best point's label
-    pad = max((max(losses) - min(losses)) * 0.15, abs(max(losses)) * 0.05, 1e-6)
-    y_ticks = _nice_ticks(min(losses) - pad, max(losses) + pad)
-    x0, x1 = MARGIN["left"], SVG_WIDTH - MARGIN["right"]
-    y0, y1 = SVG_HEIGHT - MARGIN["bottom"], MARGIN["top"]
-
-    def x(step: float) -> float:
-        return x0 + (step - x_ticks[0]) / (x_ticks[-1] - x_ticks[0]) * (x1 - x0)
-
-    def y(loss: float) -> float:
-        return y0 + (loss - y_ticks[0]) / (y_ticks[-1] - y_ticks[0]) * (y1 - y0)
-
-    out = [
-        f'<svg class="loss" viewBox="0 0 {SVG_WIDTH} {SVG_HEIGHT}" role="img" '
-        f'aria-label="validation loss by training step">'
-    ]
-    for t in y_ticks:
-        out.append(f'<line class="grid" x1="{x0}" x2="{x1}" y1="{y(t):.1f}" y2="{y(t):.1f}"/>')
-        out.append(_svg_text(x0 - 12, y(t) + 4, f"{t:g}", "tick", "end"))
-    for t in x_ticks:
-        out.append(_svg_text(x(t), y0 + 18, f"{t:g}", "tick", "middle"))
-    out.append(f'<line class="axis" x1="{x0}" x2="{x1}" y1="{y0}" y2="{y0}"/>')
-    out.append(_svg_text((x0 + x1) / 2, SVG_HEIGHT - 6, "training step", "axis-label", "middle"))
-    out.append(_svg_text(x0, y1 - 12, "loss", "axis-label", "middle"))
-    path = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in sorted(points))
-    out.append(f'<polyline class="curve" points="{path}"/>')
-    for i, (s, v) in enumerate(points):
-        kind = "base" if i == 0 else "point"
-        out.append(
-            f'<circle class="{kind}" cx="{x(s):.1f}" cy="{y(v):.1f}" r="{4 if i == 0 else 3}">'
-            f"<title>{'base model' if i == 0 else f'step {s}'}: loss {v:.4g}</title></circle>"
+def _pair_measures_html(measured: dict | None) -> str:
+    """Which side of one pair each measure prefers, with both values; nothing where the
+    pair's renders were not measured."""
+    if not measured:
+        return ""
+    parts = []
+    for name in MEASURES:
+        values = measured.get(name)
+        if not values or "base" not in values or "adapter" not in values:
+            continue
+        base, adapter = float(values["base"]), float(values["adapter"])
+        better = adapter > base if HIGHER_IS_BETTER[name] else adapter < base
+        worse = adapter < base if HIGHER_IS_BETTER[name] else adapter > base
+        side = "adapter" if better else "base" if worse else "neither"
+        parts.append(
+            f'<span class="prefers" data-measure="{name}" data-prefers="{side}">'
+            f"{_esc(MEASURE_NAMES[name])}: <b>{SIDE_WORDS[side]}</b> "
+            f"({adapter:.3f} adapter, {base:.3f} base)</span>"
         )
-    if points:
-        s, v = points[0]
-        out.append(_svg_text(x(s) + 8, y(v) - 8, "base", "note", "start"))
-    bx, by = x(best_step), y(best_loss)
-    anchor = "end" if bx > (x0 + x1) / 2 else "start"
-    label = f"best · step {best_step} · {best_loss:.4g}"
-    out.append(f'<circle class="best" cx="{bx:.1f}" cy="{by:.1f}" r="6"/>')
-    out.append(
-        _svg_text(bx + (-4 if anchor == "end" else 4), by + 20, label, "note best-label", anchor)
+    if not parts:
+        return ""
+    return f'<p class="measures">Measures prefer: {" · ".join(parts)}</p>'
+
+
+def _listeners_html(ratings: dict | None, pid: str) -> str:
+    """The choices handed back for this prompt at the page's checkpoint; nothing without."""
+    if not ratings:
+        return ""
+    current = next(
+        (c for c in ratings.get("checkpoints", []) if c["step"] == ratings.get("step")), None
     )
-    out.append("</svg>")
-    return "".join(out)
+    counts = (current or {}).get("prompts", {}).get(pid)
+    if not counts:
+        return ""
+    return (
+        f'<p class="listeners" data-prompt-id="{_esc(pid)}">Blind choices handed back: '
+        f"adapter {counts.get('adapter', 0)} · base {counts.get('base', 0)} · "
+        f"no difference {counts.get('same', 0)}</p>"
+    )
 
 
 def _percent(loss: float, base_loss: float) -> str:
@@ -383,10 +404,150 @@ def _validation_html(page: dict) -> str:
         '<section id="validation"><h2>Validation loss</h2>'
         f'<p class="summary">base {base_loss:.4f} → best {best_loss:.4f} at step {best_step} '
         f"({_percent(best_loss, base_loss)}). <span class=muted>{note}</span></p>"
-        f'<div class="curve-and-table">{_loss_svg(points, best_step, best_loss)}'
+        f'<div class="curve-and-table">{_loss_curve(points, best_step, best_loss)}'
         f'<table class="numbers"><thead><tr><th>step</th><th>loss</th><th>vs base</th></tr>'
         f"</thead><tbody>{rows}</tbody></table></div></section>"
     )
+
+
+def _loss_curve(points: list[tuple[int, float]], best_step: int, best_loss: float) -> str:
+    return curve_svg(
+        points,
+        (best_step, best_loss),
+        label="loss",
+        title="validation loss by training step",
+    )
+
+
+def _quality_html(quality: dict | None) -> str:
+    """One plot per measure taken (the base model at step 0, every checkpoint, the kept
+    adapter ringed), the verdict and the table; nothing where the run was not measured."""
+    rows = sorted((quality or {}).get("steps") or [], key=lambda row: int(row["step"]))
+    measured = [m for m in MEASURES if any(isinstance(row.get(m), int | float) for row in rows)]
+    if not measured:
+        return ""
+    for row in rows:
+        for name in measured:
+            value = row.get(name)
+            if value is not None and not math.isfinite(float(value)):
+                raise ValueError(f"audition page: quality {name} at step {row['step']} is {value}")
+    kept_step = int(quality.get("kept_step", -1))
+    floor = quality.get("floor")
+    figures = []
+    for name in measured:
+        points = [(int(r["step"]), float(r[name])) for r in rows if r.get(name) is not None]
+        kept = next(((s, v) for s, v in points if s == kept_step), None)
+        reference = None
+        if name == "frechet" and isinstance(floor, int | float):
+            reference = (float(floor), f"the dataset's own halves: {floor:.4g}")
+        way = "higher" if HIGHER_IS_BETTER[name] else "lower"
+        figures.append(
+            f'<figure class="plot" data-measure="{name}"><figcaption>{MEASURE_NAMES[name]} '
+            f'<span class="muted">({way} is better)</span></figcaption>'
+            + curve_svg(
+                points,
+                kept,
+                label=MEASURE_NAMES[name],
+                title=f"{MEASURE_NAMES[name]} by training step",
+                kept_label="kept",
+                reference=reference,
+                css_class="measure",
+            )
+            + "</figure>"
+        )
+    head = "".join(f"<th>{MEASURE_NAMES[m]}</th>" for m in measured)
+    body = "".join(
+        f"<tr{' class=best' if int(r['step']) == kept_step else ''}>"
+        f"<td>{'base' if int(r['step']) == 0 else int(r['step'])}</td>"
+        + "".join(
+            f"<td>{float(r[m]):.4f}</td>" if r.get(m) is not None else "<td>–</td>"
+            for m in measured
+        )
+        + "</tr>"
+        for r in rows
+    )
+    return (
+        '<section id="quality"><h2>Quality measures</h2>'
+        f"{_verdict_html(quality, measured, kept_step)}"
+        f'<p class="muted">{_esc(_quality_note(quality))}</p>'
+        f'<div class="plots">{"".join(figures)}</div>'
+        f'<table class="numbers quality"><thead><tr><th>step</th>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></section>"
+    )
+
+
+def _verdict_html(quality: dict, measured: list[str], kept_step: int) -> str:
+    verdict = quality.get("verdict") or {}
+    steps = {int(row["step"]) for row in quality.get("steps") or []}
+    if kept_step not in steps:
+        return f'<p class="summary">The kept adapter (step {kept_step}) was not measured.</p>'
+    beats = [MEASURE_NAMES[m] for m in measured if m in (verdict.get("beats") or [])]
+    if verdict.get("learned") is False or not beats:
+        return (
+            f'<p class="summary warn">The kept adapter (step {kept_step}) beats the base model '
+            "on no measure of its renders: listen or look before using it.</p>"
+        )
+    return (
+        f'<p class="summary">The kept adapter (step {kept_step}) beats the base model on '
+        f"{_esc(', '.join(beats))}.</p>"
+    )
+
+
+def _quality_note(quality: dict) -> str:
+    references = len(quality.get("references") or [])
+    held = (
+        f"the {references} training item(s), none being held out"
+        if quality.get("on_training_items")
+        else f"the {references} held-out item(s)"
+    )
+    floor = quality.get("floor")
+    dashed = ", the dashed line the dataset's between its own halves" if floor is not None else ""
+    return (
+        "The demo renders of every validation (step 0: the base model), measured with "
+        f"{', '.join(sorted(quality.get('models') or {})).upper() or 'embedding models'}: "
+        f"prompt similarity is each render's to its prompt; style similarity, to {held}; the "
+        f"Fréchet distance is the renders' to all the dataset's items (lower is closer){dashed}."
+    )
+
+
+def _ratings_html(ratings: dict | None) -> str:
+    """The blind choices handed back, per checkpoint; how to hand some back where none were.
+    Nothing where the page was given no `ratings`."""
+    if ratings is None:
+        return ""
+    how = (
+        f"In blind mode, Export choices, then run <code>{_esc(ratings.get('command', ''))}</code>"
+        f" or put the file in <code>{_esc(ratings.get('drop', ''))}</code>; the next build "
+        "counts it (a file handed back twice counts once)."
+    )
+    skipped = "".join(f"<li>{_esc(line)}</li>" for line in ratings.get("skipped") or [])
+    skipped = f'<ul class="skipped">{skipped}</ul>' if skipped else ""
+    checkpoints = ratings.get("checkpoints") or []
+    if not checkpoints:
+        return (
+            '<section id="ratings"><h2>Blind choices</h2>'
+            f"<p>None handed back yet. {how}</p>{skipped}</section>"
+        )
+    current = ratings.get("step")
+    rows = "".join(
+        f"<tr{' class=best' if c['step'] == current else ''}><td>{c['step']}</td>"
+        f"<td>{c['adapter']}</td><td>{c['base']}</td><td>{c['same']}</td>"
+        f"<td>{c['choices']}</td><td>{_share(c.get('adapter_share'))}</td>"
+        f"<td>{c.get('files', 0)}</td></tr>"
+        for c in checkpoints
+    )
+    return (
+        '<section id="ratings"><h2>Blind choices</h2>'
+        f'<p class="muted">Listeners\' picks handed back, per adapter step (this page shows '
+        f"step {_esc(current)}). {how}</p>"
+        '<table class="numbers ratings"><thead><tr><th>step</th><th>adapter</th><th>base</th>'
+        "<th>no difference</th><th>choices</th><th>prefer the adapter</th><th>files</th></tr>"
+        f"</thead><tbody>{rows}</tbody></table>{skipped}</section>"
+    )
+
+
+def _share(share: float | None) -> str:
+    return "–" if share is None else f"{share * 100:.0f}%"
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:

@@ -78,6 +78,21 @@ td, th { padding: 3px 12px 3px 0; text-align: left; vertical-align: top;
   border-bottom: 1px solid #efeff3; }
 .numbers td, .numbers th { font-variant-numeric: tabular-nums; text-align: right; }
 .numbers tr.best td { color: var(--accent); font-weight: 600; }
+.plots { display: flex; gap: 16px 24px; flex-wrap: wrap; align-items: flex-start; }
+.plot { margin: 0; }
+.plot figcaption { font-size: 0.9rem; font-weight: 600; }
+svg.measure { width: 420px; max-width: 100%; height: auto; }
+svg.measure .tick, svg.measure .axis-label { font-size: 15px; }
+svg.measure .note { font-size: 16px; }
+svg .reference { stroke: #9a9aa8; stroke-dasharray: 6 4; }
+svg .reference-label { fill: var(--muted); }
+.summary.warn { color: #a4271c; font-weight: 600; }
+table.quality, table.ratings { margin-top: 12px; }
+.measures, .listeners { margin: 10px 0 0; font-size: 0.9rem; color: var(--muted); }
+.prefers b { color: var(--ink); }
+.blind .measures, .blind .listeners { display: none; }
+.blind.revealed .measures, .blind.revealed .listeners { display: block; }
+.skipped { color: #a4271c; font-size: 0.9rem; }
 .kv th { font-weight: normal; color: var(--muted); font-family: ui-monospace, monospace; }
 .kv td { font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
 main { padding-bottom: 48px; }
@@ -99,12 +114,20 @@ JS = """
   function coin() {
     return (window.crypto.getRandomValues(new Uint8Array(1))[0] & 1) === 1;
   }
+  function sessionId() {
+    var bytes = window.crypto.getRandomValues(new Uint8Array(8));
+    return Array.prototype.map.call(bytes, function (b) {
+      return (b + 256).toString(16).slice(1);
+    }).join("");
+  }
   function load() {
     var saved = null;
     try { saved = JSON.parse(window.localStorage.getItem(key)); } catch (e) { saved = null; }
     if (!saved || saved.fingerprint !== fingerprint) {
       saved = {fingerprint: fingerprint, blind: false, revealed: false, order: {}, choices: {}};
     }
+    /* one listener's session: a later export of it replaces its earlier choices */
+    if (typeof saved.session !== "string" || !saved.session) { saved.session = sessionId(); }
     prompts.forEach(function (el) {
       var id = el.dataset.promptId;
       /* order[id] is the side played as A, drawn once per prompt and kept */
@@ -163,9 +186,11 @@ JS = """
       return {id: id, prompt: el.dataset.prompt, a: r.a, b: r.b,
               choice: r.choice, chosen: r.chosen};
     });
+    var step = body.dataset.step === undefined ? null : Number(body.dataset.step);
     return {format: "tunesmith-audition-choices/1", title: body.dataset.title, run: run,
             dataset: body.dataset.dataset, family: body.dataset.family,
-            fingerprint: fingerprint, exported_at: new Date().toISOString(),
+            fingerprint: fingerprint, step: step, run_folder: body.dataset.runFolder || null,
+            session: state.session, exported_at: new Date().toISOString(),
             revealed: state.revealed, summary: counts, prompts: rows};
   }
   window.tunesmithExport = function () { return JSON.stringify(exportObject(), null, 2); };
