@@ -21,8 +21,11 @@ Pictures whose short side is under `size` are enlarged with the bicubic filter (
 too, with `bucket_no_upscale` off, its default); `fit_plan` says when, so the stage can report
 it. Pictures with a side under MIN_SIDE pixels are refused: there is nothing to enlarge.
 
-Not handled: animated images (the first frame is used), colour management (ICC profiles are
-ignored, as kohya and diffusers ignore them), aspect-ratio buckets.
+`load_alpha` gives a picture's alpha channel on its own (a training mask).
+
+Not handled here: animated images (the first frame is used), colour management (ICC profiles
+are ignored, as kohya and diffusers ignore them); aspect-ratio buckets are the SDXL family's
+(`tunesmith/families/sdxl/buckets.py`).
 """
 
 from __future__ import annotations
@@ -105,6 +108,22 @@ def to_rgb(image: Image.Image) -> Image.Image:
         grey = np.floor(values / 257.0 + 0.5).astype(np.uint8)
         return Image.fromarray(grey).convert("RGB")
     return image.convert("RGB")  # P, L, 1, CMYK, YCbCr
+
+
+def load_alpha(path: Path, label: str | None = None) -> np.ndarray | None:
+    """The alpha channel of the picture at `path` as uint8 [H, W], EXIF orientation applied
+    (as `load_image` turns the colours), or None for a picture without one. Read after
+    `load_image` has checked the file."""
+    name = label or str(path)
+    try:
+        with Image.open(path) as image:
+            image.load()
+            if not (image.mode in _ALPHA_MODES or "transparency" in image.info):
+                return None
+            image = ImageOps.exif_transpose(image)
+            return np.asarray(image.convert("RGBA").getchannel("A"), dtype=np.uint8).copy()
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
+        raise MediaError(f"{name}: its alpha channel cannot be read ({exc})") from exc
 
 
 @dataclass(frozen=True)

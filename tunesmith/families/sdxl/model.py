@@ -104,13 +104,72 @@ def pixels_to_tensor(pixels) -> torch.Tensor:
 def encode_captions(pipe, captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """(prompt_embeds [B, 77, C1 + C2], pooled [B, P]) exactly as the pipeline builds them.
 
-    `StableDiffusionXLPipeline.encode_prompt` itself: both tokenizers padded to 77, each
-    encoder's penultimate hidden states concatenated (768 + 1280 = 2048 for SDXL), and
-    text_encoder_2's projected end-of-text embedding as the pooled one (1280). No classifier-
-    free guidance: the negative half is not made.
+    What `StableDiffusionXLPipeline.encode_prompt` computes (tested equal to the bit): both
+    tokenizers padded to 77, each encoder's penultimate hidden states concatenated (768 + 1280
+    = 2048 for SDXL), and text_encoder_2's projected end-of-text embedding as the pooled one
+    (1280). No classifier-free guidance: the negative half is not made. Its warning about a
+    cut caption is not printed: the encoded stage reports what was lost (`caption_tokens`).
     """
-    device = pipe.text_encoder_2.device
-    embeds, _, pooled, _ = pipe.encode_prompt(
-        captions, device=device, num_images_per_prompt=1, do_classifier_free_guidance=False
-    )
-    return embeds, pooled
+    return encode_long_captions(pipe, captions, 1)
+
+
+@torch.no_grad()
+def encode_long_captions(
+    pipe, captions: list[str], chunks: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(prompt_embeds [B, 75·chunks + 2, C1 + C2], pooled [B, P]): kohya's long captions
+    (captions.py): chunks of 75 tokens through both encoders, put back in one sequence; the
+    pooled embedding of the first chunk. One chunk is `encode_captions`."""
+    states, pooled = [], None
+    pairs = [(pipe.tokenizer, pipe.text_encoder), (pipe.tokenizer_2, pipe.text_encoder_2)]
+    for tokenizer, encoder in pairs:
+        ids = tokenize_chunks(tokenizer, captions, chunks)  # [B, chunks, 77]
+        batch, _, window = ids.shape
+        output = encoder(ids.reshape(-1, window).to(encoder.device), output_hidden_states=True)
+        hidden = output.hidden_states[-2]
+        if chunks > 1:
+            hidden = hidden.reshape(batch, chunks, window, -1)
+            inner = hidden[:, :, 1 : window - 1].reshape(batch, chunks * (window - 2), -1)
+            hidden = torch.cat([hidden[:, 0, :1], inner, hidden[:, -1, window - 1 :]], dim=1)
+        states.append(hidden)
+        if output[0].dim() == 2:  # text_encoder_2's projected end-of-text embedding
+            pooled = output[0].reshape(batch, chunks, -1)[:, 0]
+    return torch.cat(states, dim=-1), pooled
+
+
+def tokenize_chunks(tokenizer, captions: list[str], chunks: int) -> torch.Tensor:
+    """Token ids [B, chunks, 77] as kohya's `_get_input_ids` makes them (captions.py)."""
+    window = tokenizer.model_max_length
+    length = chunks * (window - 2) + 2
+    ids = tokenizer(
+        captions, padding="max_length", max_length=length, truncation=True, return_tensors="pt"
+    ).input_ids
+    if chunks == 1:
+        return ids[:, None]
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    rows = []
+    for row in ids:
+        pieces = []
+        for start in range(1, length - window + 2, window - 2):
+            chunk = torch.cat([row[:1], row[start : start + window - 2], row[-1:]])
+            if pad != eos:  # a tokenizer that pads with its own token (SDXL's second)
+                if chunk[-2] != eos and chunk[-2] != pad:
+                    chunk[-1] = eos  # the text goes on past this chunk
+                if chunk[1] == pad:
+                    chunk[1] = eos  # an empty chunk: <BOS> <EOS> <PAD> ...
+            pieces.append(chunk)
+        rows.append(torch.stack(pieces))
+    return torch.stack(rows)
+
+
+def caption_tokens(pipe, captions: list[str], kept: int) -> list[dict]:
+    """Per caption: its length in text tokens (the first tokenizer's), how many of them are
+    `kept`, and the text of those that are not (what a cut caption loses)."""
+    tokenizer = pipe.tokenizer
+    found = []
+    for caption in captions:
+        ids = tokenizer(caption, add_special_tokens=False, truncation=False, verbose=False)
+        ids = ids.input_ids
+        lost = tokenizer.decode(ids[kept:]) if len(ids) > kept else ""
+        found.append({"tokens": len(ids), "kept": kept, "lost": lost})
+    return found
