@@ -2,6 +2,7 @@
 
 import base64
 import json
+import math
 from pathlib import Path
 
 import dagster as dg
@@ -92,7 +93,11 @@ def _quality_curves(quality: dict | None) -> str:
     rows, kept = quality["steps"], quality["kept_step"]
     parts = []
     for measure, words in MEASURE_NAMES.items():
-        points = [(int(r["step"]), float(r[measure])) for r in rows if r.get(measure) is not None]
+        points = [
+            (int(r["step"]), float(r[measure]))
+            for r in rows
+            if isinstance(r.get(measure), int | float) and math.isfinite(r[measure])
+        ]
         if not points:
             continue
         by_step = dict(points)

@@ -138,6 +138,18 @@ def test_a_run_without_measures_shows_no_plot(tmp_path):
     assert 'id="quality"' not in audition_html(page, tmp_path)
 
 
+def test_a_measure_that_is_not_a_number_is_left_out_and_the_page_is_written(tmp_path):
+    steps = [{**row, "style": float("nan")} if row["step"] == 100 else row for row in STEPS]
+    page = measured_page(tmp_path, steps=steps)
+    page["pair_measures"] = {"demo0": {"prompt": {"base": float("nan"), "adapter": 0.3}}}
+    text = audition_html(page, tmp_path)
+    drawn = plots(text)
+    assert drawn["style"]["circles"] == ["base"] + ["point"] * 3 + ["best"]
+    assert drawn["prompt"]["circles"] == ["base"] + ["point"] * 4 + ["best"]
+    assert not re.search(r"\bnan\b", text, re.IGNORECASE)
+    assert 'class="measures"' not in text
+
+
 def test_dinov2_is_plotted_where_it_measured_the_pictures(tmp_path):
     steps = [{**row, "style_dino": row["style"] - 0.1} for row in STEPS]
     page = measured_page(tmp_path, make=make_image_page, steps=steps)

@@ -345,7 +345,7 @@ def _pair_measures_html(measured: dict | None) -> str:
     parts = []
     for name in MEASURES:
         values = measured.get(name)
-        if not values or "base" not in values or "adapter" not in values:
+        if not values or not all(_finite(values.get(side)) for side in SIDES):
             continue
         base, adapter = float(values["base"]), float(values["adapter"])
         better = adapter > base if HIGHER_IS_BETTER[name] else adapter < base
@@ -422,20 +422,20 @@ def _loss_curve(points: list[tuple[int, float]], best_step: int, best_loss: floa
 def _quality_html(quality: dict | None) -> str:
     """One plot per measure taken (the base model at step 0, every checkpoint, the kept
     adapter ringed), the verdict and the table; nothing where the run was not measured."""
-    rows = sorted((quality or {}).get("steps") or [], key=lambda row: int(row["step"]))
-    measured = [m for m in MEASURES if any(isinstance(row.get(m), int | float) for row in rows)]
+    # A value that is not a finite number (a measure with nothing to compare with) is left
+    # out as if not taken: a page is still written.
+    rows = [
+        {k: v for k, v in row.items() if k == "step" or _finite(v)}
+        for row in sorted((quality or {}).get("steps") or [], key=lambda row: int(row["step"]))
+    ]
+    measured = [m for m in MEASURES if any(m in row for row in rows)]
     if not measured:
         return ""
-    for row in rows:
-        for name in measured:
-            value = row.get(name)
-            if value is not None and not math.isfinite(float(value)):
-                raise ValueError(f"audition page: quality {name} at step {row['step']} is {value}")
     kept_step = int(quality.get("kept_step", -1))
     floor = quality.get("floor")
     figures = []
     for name in measured:
-        points = [(int(r["step"]), float(r[name])) for r in rows if r.get(name) is not None]
+        points = [(int(r["step"]), float(r[name])) for r in rows if name in r]
         kept = next(((s, v) for s, v in points if s == kept_step), None)
         reference = None
         if name == "frechet" and isinstance(floor, int | float):
@@ -459,10 +459,7 @@ def _quality_html(quality: dict | None) -> str:
     body = "".join(
         f"<tr{' class=best' if int(r['step']) == kept_step else ''}>"
         f"<td>{'base' if int(r['step']) == 0 else int(r['step'])}</td>"
-        + "".join(
-            f"<td>{float(r[m]):.4f}</td>" if r.get(m) is not None else "<td>–</td>"
-            for m in measured
-        )
+        + "".join(f"<td>{float(r[m]):.4f}</td>" if m in r else "<td>–</td>" for m in measured)
         + "</tr>"
         for r in rows
     )
@@ -474,6 +471,10 @@ def _quality_html(quality: dict | None) -> str:
         f'<table class="numbers quality"><thead><tr><th>step</th>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table></section>"
     )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _verdict_html(quality: dict, measured: list[str], kept_step: int) -> str:
