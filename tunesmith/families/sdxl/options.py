@@ -207,7 +207,7 @@ def build_optimizer(name: str, params: list[torch.nn.Parameter], lr: float):
         return torch.optim.AdamW(params, lr=lr)  # torch's defaults, as kvad and kohya
     if name == "AdamW8bit":
         bnb = _package("bitsandbytes", "AdamW8bit")
-        return bnb.optim.AdamW8bit(params, lr=lr)  # kohya: bnb.optim.AdamW8bit, its defaults
+        return _flat_state(bnb.optim.AdamW8bit)(params, lr=lr)  # kohya's, at its defaults
     if name == "Prodigy":
         prodigyopt = _package("prodigyopt", "Prodigy")
         return prodigyopt.Prodigy(params, lr=lr)  # kohya: prodigyopt.Prodigy, its defaults
@@ -220,6 +220,28 @@ def build_optimizer(name: str, params: list[torch.nn.Parameter], lr: float):
             params, lr=lr, scale_parameter=False, relative_step=False, warmup_init=False
         )
     raise OptionError(f"train.optimizer {name!r}: one of {', '.join(OPTIMIZERS)}")
+
+
+def _flat_state(optimizer: type) -> type:
+    """`optimizer` (a bitsandbytes one) with its state dict's tensors flat per parameter, as
+    the run's state keeps an optimizer's (`tunesmith.train.state.optimizer_state`).
+
+    bitsandbytes nests its quantisation tensors in a dict under one key of each parameter's
+    state (for FSDP), and every parameter's maps (`qmap1`, `qmap2`) are one tensor, which a
+    safetensors file cannot hold twice: flattened here, each a copy; its `load_state_dict`
+    reads the nested and the flat form alike."""
+
+    class Flat(optimizer):
+        def state_dict(self):
+            state = super().state_dict()  # each parameter's entry a copy: safe to change
+            key = getattr(self, "_FSDP_WRAPPED_QUANT_STATE_KEY", None)
+            for entry in state["state"].values():
+                if key in entry:
+                    entry.update({k: v.clone() for k, v in entry.pop(key).items()})
+            return state
+
+    Flat.__name__ = Flat.__qualname__ = optimizer.__name__
+    return Flat
 
 
 def _package(module: str, optimizer: str):
