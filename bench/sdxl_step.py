@@ -15,6 +15,10 @@ so that convolutions and attention, not only Python, make up a step.
 Not measured: the `encoded` stage (both sides start from a posterior and text embeddings),
 gradient clipping (the diffusers script's default, which neither side does), writing adapters.
 
+Also printed: our step with kohya's min-SNR weighting (γ 5) and an EMA of the adapter (decay
+0.999) on against our step without them, both SdxlTrainer steps alternated in the same process
+after the bare comparison (`OPTIONS`; the median of each, timed as below).
+
 Printed: steps per second of each and the time ratio (ours / bare, goal ≤ 1.02), from one
 process that builds both and alternates their steps (`bench/steps.py`: the median step after
 `--warmup` steps, this thread's CPU time on a CPU with one torch thread), so that the load of
@@ -36,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -179,8 +184,13 @@ def encoded(folder: Path, work: Path):
     return pd.DataFrame(rows)
 
 
-def ours(folder: Path, work: Path, device: str, dtype: str):
-    """Our trainer (`SdxlTrainer`, AdamW at a constant lr), ready for the run loop."""
+# kohya's usual min-SNR γ and a common EMA decay: the options whose cost the bench measures
+OPTIONS = {"min_snr_gamma": 5.0, "ema_decay": 0.999}
+
+
+def ours(folder: Path, work: Path, device: str, dtype: str, **train):
+    """Our trainer (`SdxlTrainer`, AdamW at a constant lr; `train`: more of its settings),
+    ready for the run loop."""
     from tunesmith.backends.placement import Placement
     from tunesmith.families.sdxl.trainer import SdxlTrainer
     from tunesmith.train.config import resolve_run
@@ -190,7 +200,14 @@ def ours(folder: Path, work: Path, device: str, dtype: str):
         "family": "sdxl",
         "base_model": str(folder),
         "adapter": {"rank": RANK},
-        "train": {"size": SIZE, "batch_size": BATCH, "lr": 1e-4, "holdout": 1, "steps": 1},
+        "train": {
+            "size": SIZE,
+            "batch_size": BATCH,
+            "lr": 1e-4,
+            "holdout": 1,
+            "steps": 1,
+            **train,
+        },
     }
     run = resolve_run(raw, Path("tunesmith.toml"), 0)
     placement = Placement("torch", device, dtype, "bench")
@@ -259,9 +276,12 @@ def child(kind: str, folder: Path, work: Path, args) -> dict:
         step, targets_b = bare(folder, args.device, DTYPES[args.dtype])
         trainer = ours(folder, work, args.device, args.dtype)
         bare_s, ours_s, profiles = paired(trainer, step, args.steps, args.warmup, args.profile)
+        with_options = ours(folder, work / "options", args.device, args.dtype, **OPTIONS)
+        off_s, on_s = alternated(trainer.step, with_options.step, args)
         return {
             "bare": 1 / bare_s,
             "ours": 1 / ours_s,
+            "options": [1 / off_s, 1 / on_s],
             "targets": [targets_b, len(trainer.lora.named_factors())],
             "profile": profile_table(profiles, UNET_FILE, args.steps) if profiles else "",
         }
@@ -274,6 +294,22 @@ def child(kind: str, folder: Path, work: Path, args) -> dict:
         for _ in range(args.warmup + args.steps):
             step()
     return {"memory": memory.added}
+
+
+def alternated(first, second, args) -> tuple[float, float]:
+    """The median seconds of `first` and of `second` (two trainers' steps), alternated
+    `warmup + steps` times, the first `warmup` of each left out (`clock`, synchronised on
+    CUDA)."""
+    now, times = clock(args.device), ([], [])
+    for index in range(args.warmup + args.steps):
+        for step, kept in ((first, times[0]), (second, times[1])):
+            start = now()
+            step()
+            if args.device == "cuda":
+                torch.cuda.synchronize()
+            if index >= args.warmup:
+                kept.append(now() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 UNET_FILE = "diffusers/models/unets/unet_2d_condition.py"
@@ -340,6 +376,11 @@ def main() -> None:
     ratio = paired["bare"] / paired["ours"]
     print(f"time ratio (ours/bare): {ratio:.3f}  (goal ≤ 1.02, steps alternated in one process)")
     print(f"memory ratio (ours/bare): {memory['ours'] / max(memory['bare'], 1):.3f}  (goal ≤ 1.0)")
+    off, on = paired["options"]
+    print(
+        f"min-SNR (γ 5) + EMA (0.999) on/off: {on:.2f} / {off:.2f} steps/s, time ratio "
+        f"{off / on:.3f}  (our steps alternated in one process)"
+    )
 
 
 if __name__ == "__main__":
