@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from pipelines import train_child
-from tests.train.test_distributed import (  # noqa: F401  (one_thread, sdxl_items: fixtures)
+from tests.train.test_distributed import (  # noqa: F401  (one_thread: a fixture)
     assert_close,
     extras,
     losses,
