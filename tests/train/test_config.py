@@ -81,7 +81,7 @@ family = "stable-audio-3"
         ('[[runs]]\nfamily = "sdxl"\n[runs.train]\ncap = 0', "train.cap = 0: must be a number > 0"),
         (
             '[[runs]]\nfamily = "sdxl"\n[runs.train]\ncfg_dropout = 0.2',
-            r"train.cfg_dropout is not a setting; the train settings are batch_size",
+            r"train.cfg_dropout is not a setting; the train settings are .*batch_size",
         ),
         (
             '[[runs]]\nfamily = "stable-audio-3"\n[runs.train]\nsize = 512',
