@@ -686,3 +686,9 @@ def test_the_run_loads_through_tunesmiths_own_settings_loader(tmp_path):
         ("mychar standing in a field", 28, 6.5, 7),
         ("mychar at the beach", 30, 7.5, 42),
     ]
+
+
+def test_the_header_comments_stay_comments_whatever_the_paths_hold():
+    dataset = {"datasets": [{"subsets": [{"image_dir": "x\x01\ny", "caption_prefix": "p\nq"}]}]}
+    t = translate({"network_dim": 8, "output_name": "a\nb"}, dataset)
+    assert tomllib.loads(t.text()) == t.document

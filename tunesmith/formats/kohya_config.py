@@ -399,6 +399,8 @@ class Translation:
         if self.not_honoured:
             head.append("# Not honoured:")
             head += [f"#   {line}" for line in self.not_honoured]
+        # a TOML comment holds no control character but tab (a line break in a path, say)
+        head = [re.sub(r"[\x00-\x08\x0a-\x1f\x7f]", " ", line) for line in head]
         return "\n".join(head) + "\n\n" + toml_text(self.document)
 
     def report(self) -> list[str]:
@@ -920,7 +922,7 @@ class _Translator:
                 if self.run["train"].get("buckets")
                 else ""
             )
-            note = f"{epochs} epochs of {self.per_epoch} steps{about}"
+            note = f"{_epochs(epochs)} of {self.per_epoch} steps{about}"
             self._set("train.steps", total, "max_train_epochs", note=note)
             if steps is not None:
                 self.ignored.append(f"max_train_steps = {steps} (max_train_epochs wins in kohya)")
@@ -1099,7 +1101,7 @@ class _Translator:
         extra = f"; {note}" if note else ""
         self._set(
             key, epochs * self.per_epoch, option,
-            note=f"{epochs} epochs of {self.per_epoch} steps{extra}",
+            note=f"{_epochs(epochs)} of {self.per_epoch} steps{extra}",
         )  # fmt: skip
 
     def _plain(self, tunesmith: str, option: str, value: Any, where: str, kind: type) -> None:
@@ -1358,6 +1360,10 @@ ORDER = (
 def _rank(key: str) -> int:
     key = key if "." in key or key in ORDER else f"train.{key}"
     return ORDER.index(key) if key in ORDER else len(ORDER)
+
+
+def _epochs(count: int) -> str:
+    return f"{count} epoch" if count == 1 else f"{count} epochs"
 
 
 def _pop(extra: dict[str, str], key: str, default: Any) -> tuple[Any, str]:
