@@ -119,14 +119,27 @@ def adapters(
             cached += 1
             context.log.info(f"{run.name}: cached ({plan.result_path})")
         else:
+            # A run kept by a measure trains only where that measure can be taken.
+            if refused := measures.select_refusal(plan.run, family):
+                skipped.append(Skipped(f"run {run.name}", refused))
+                context.log.warning(f"{run.name}: {refused}")
+                continue
             for path in plan.edited():  # as good as deleted: written again from the state
                 Path(path).unlink()
-            _train(context, plan, placement, manifest_version, roots.store)
+            scoring = (
+                measures.select_inputs(plan.run, family, list(plan.items["path"]))
+                if plan.run.train.select != "loss"
+                else None
+            )
+            _train(context, plan, placement, manifest_version, roots.store, scoring)
             computed += 1
         result = engine.read_result(plan)
         stopped = result.get("extra", {}).get("stopped", "")
         if stopped:
             context.log.warning(f"{run.name}: {stopped}")
+        selected = result.get("extra", {}).get("select") or {}
+        if selected.get("by") == "loss":  # asked to keep by a measure, and none beat the base
+            context.log.warning(f"{run.name}: {selected['line']}")
         measured = measures.run(
             plan.run, family, plan.run_dir, list(plan.items["path"]), int(result["best_step"])
         )
@@ -139,6 +152,7 @@ def adapters(
                 "quality": measured,
                 "validation_note": result["validation_note"],
                 "stopped": stopped,
+                "select": selected,
                 "why": why,
                 "settings": family.trained_settings(plan.run),
                 "memory": plan.fitted.footprint.as_dict() if plan.fitted.footprint else {},
@@ -151,6 +165,8 @@ def adapters(
             }
         )
     frame = pd.DataFrame(rows, columns=[*COLUMNS, "history", "validation_note", "stopped"])
+    # each run's measures per step, for the renders stage's page (not in the data version)
+    frame["quality"] = [json.dumps(_measured(r.get("quality") or {})) for r in rows]
     extra = {"runs": rows, **engine.superseded_section(out / "adapters", rows)}
     engine.write_index(out / "adapters", rows)
     result = StageResult(
@@ -171,9 +187,18 @@ def adapters(
     yield _learned_check(rows)
 
 
-def _train(context, plan: engine.RunPlan, placement, manifest_version: str, store: Path) -> None:
+def _train(
+    context,
+    plan: engine.RunPlan,
+    placement,
+    manifest_version: str,
+    store: Path,
+    scoring: dict | None = None,
+) -> None:
     """Train one run in a child process; its log streams into this run. The child takes the
-    resolved run as the plan holds it (`run_document`) and resolves nothing again."""
+    resolved run as the plan holds it (`run_document`) and resolves nothing again; `scoring`:
+    what it measures each validation's renders with, where the run keeps its adapter by a
+    measure (`quality.RunMeasures.select_inputs`)."""
     extras = {
         "run": run_document(plan.run),
         "base_model": str(plan.base_model),
@@ -183,6 +208,7 @@ def _train(context, plan: engine.RunPlan, placement, manifest_version: str, stor
         "placement": placement.as_dict(),
         "metadata": plan.metadata(manifest_version),
         "store": str(store),  # a trainer's own cache entries (Stable Audio 3's SVD bases)
+        **({"quality": scoring} if scoring else {}),
     }
     # The child's one-line reason goes to memory-backed temporary storage where there is one:
     # a full disk must not also swallow the message that says so.
@@ -251,7 +277,7 @@ def _metadata(rows: list[dict]) -> dict:
                         "files",
                     )
                 }
-                | {"quality": quality.summary_line(r.get("quality") or {})}
+                | {"quality": quality.summary_line(r.get("quality") or {}, r.get("select"))}
                 for r in rows
             ]
         ),
@@ -300,25 +326,47 @@ QUALITY_COLUMNS = [
 ]
 
 
+def _measured(quality_section: dict) -> dict:
+    """What the renders stage shows of a run's measures: each step's numbers, the floor."""
+    keys = ("steps", "floor", "verdict", "skipped")
+    return {k: quality_section[k] for k in keys if k in quality_section}
+
+
 def _quality_metadata(rows: list[dict]) -> dict:
     """Each run's measures per sampled step as one table (step 0 is the base model), and the
     kept adapter's numbers as values the UI plots across builds."""
-    points, values = [], {}
+    values = {}
     for row in rows:
         measured = row.get("quality") or {}
-        for point in measured.get("steps", []):
-            points.append({"run": row["run"], "floor": measured.get("floor") or math.nan, **point})
         best = {p["step"]: p for p in measured.get("steps", [])}.get(row.get("best_step"))
         for name in ("prompt", "style", "frechet"):
             if best is not None:
                 values[f"quality {row['run']} {name}"] = float(f"{best[name]:.6g}")
+    table = quality_table(rows)
+    return {"quality": table, **values} if table is not None else {}
+
+
+def quality_table(rows: list[dict]) -> dg.TableMetadataValue | None:
+    """The measures of the runs `rows` (each with its `run`, `best_step` and `quality`
+    section) per sampled step as one table: step 0 is the base model, `kept` marks the kept
+    adapter's step; None where nothing was measured. The renders stage shows it too."""
+    points = []
+    for row in rows:
+        measured = row.get("quality") or {}
+        for point in measured.get("steps", []):
+            kept = point["step"] == row.get("best_step")
+            floor = measured.get("floor")
+            points.append(
+                {"run": row["run"], "floor": math.nan if floor is None else floor, **point}
+                | {"kept": "kept" if kept else ""}
+            )
     if not points:
-        return {}
+        return None
     columns = QUALITY_COLUMNS
     if any("style_dino" in p for p in points):
         columns = [*columns, ("style (DINOv2)", "style_dino", "float")]
         points = [{"style_dino": math.nan, **p} for p in points]
-    return {"quality": _table(columns, points), **values}
+    return _table([*columns, ("kept", "kept", "string")], points)
 
 
 def _learned_check(rows: list[dict]) -> dg.AssetCheckResult:

@@ -5,6 +5,7 @@ import json
 import dagster as dg
 import pandas as pd
 
+from assets.adapters import quality_table
 from assets.common import stage_asset, stage_output
 from resources.compute import GPU_POOL, ComputeResource
 from resources.storage import StorageResource
@@ -58,7 +59,25 @@ def renders(
         renders_folder=dg.MetadataValue.path(str(out / "renders")),
         notes="; ".join(result.result.extra.get("notes", [])) or "none",
         demos=dg.MetadataValue.json(json.loads(result.frame.to_json(orient="records"))),
+        **_measures(adapters),
     )
+
+
+def _measures(adapters: pd.DataFrame) -> dict:
+    """The measures of each run's renders drawn in training (the adapters stage's), a table a
+    run: what the kept adapter's renders, rendered here beside the base model's, scored."""
+    if "quality" not in adapters:  # a table written before the measures were kept in it
+        return {}
+    tables = {}
+    for row in adapters.to_dict("records"):
+        measured = json.loads(row["quality"] or "{}")
+        run = {"run": row["run"], "best_step": row["best_step"], "quality": measured}
+        table = quality_table([run])
+        if table is not None:
+            tables[f"quality {row['run']}"] = table
+        elif measured.get("skipped"):
+            tables[f"quality {row['run']}"] = measured["skipped"]
+    return tables
 
 
 def _base_fingerprint(run, models, cache) -> str:

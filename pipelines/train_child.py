@@ -15,6 +15,12 @@ Another machine of a several-node run starts its ranks with
 On the MLX backend the ranks are started by `mlx.launch --backend ring -n <devices>` (the
 console script beside this Python, else on PATH) on this machine only; its report of each
 rank's end names the rank that failed.
+
+A run that keeps its adapter by a measure of its renders (`train.select` other than "loss")
+gets `quality` in its extras (the embedding models, items and store the adapters stage
+measures with): this process (rank 0) then measures each validation's samples as the loop
+draws them (`tunesmith.quality.select.StepScore`) and, once the loop has ended, writes every
+step's measures to the run's quality.json and events, which the stage reads back.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from tunesmith.adapters.targets import TargetSelectionError
 from tunesmith.adapters.torch_lora import AdapterError
 from tunesmith.backends.placement import Placement
 from tunesmith.config import ROOTS
+from tunesmith.quality.select import StepScore
 from tunesmith.store.atomic import DiskFull, atomic_write_json
 from tunesmith.train import distributed, loop
 from tunesmith.train.config import ConfigError, run_from_document, world_size
@@ -128,15 +135,27 @@ def train(pipes, extras: dict) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     make = families.get(run.family).trainer(placement.backend)
     trainer = make(run, Path(extras["base_model"]), items, run_dir, placement, extras["metadata"])
+    score = _scorer(run, extras, pipes.log.info)
     # underfit's progress bar goes to train.log; validation lines go to the Dagster run.
     with open(run_dir / "train.log", "a", encoding="utf-8") as progress:
-        result = loop.train(trainer, run_dir, log=pipes.log.info, progress=progress)
+        result = loop.train(trainer, run_dir, log=pipes.log.info, progress=progress, score=score)
+    if score is not None:
+        score.finish()
     document = {**result.as_dict(), "placement": str(placement), "family": run.family}
     atomic_write_json(Path(extras["result_path"]), document)
     pipes.log.info(
         f"{run.name}: done, best validation loss {result.best_loss:.6f} at step "
         f"{result.best_step} (base {result.base_loss:.6f})"
     )
+
+
+def _scorer(run, extras: dict, log):
+    """The loop's `score` where the run keeps its adapter by a measure (`train.select`), made
+    from what the adapters stage measures with; None where it keeps by the loss."""
+    if run.train.select == "loss" or not extras.get("quality"):
+        return None
+    family = families.get(run.family)
+    return StepScore(run, family, Path(extras["run_dir"]), extras["quality"], log)
 
 
 # --- several processes ---------------------------------------------------------------------
@@ -393,8 +412,11 @@ def rank_train(extras: dict, placement: Placement, log) -> None:
     if not distributed.is_main():
         loop.train(trainer, run_dir)
         return
+    score = _scorer(run, extras, log)
     with open(run_dir / "train.log", "a", encoding="utf-8") as progress:
-        result = loop.train(trainer, run_dir, log=log, progress=progress)
+        result = loop.train(trainer, run_dir, log=log, progress=progress, score=score)
+    if score is not None:
+        score.finish()
     document = {
         **result.as_dict(),
         "placement": str(placement),

@@ -277,3 +277,75 @@ def test_load_picture_gives_rgb(tmp_path, folders):
     np.testing.assert_allclose(
         dino.images([picture])[0], dino.images([pictures()[0]])[0], atol=1e-12
     )
+
+
+# Against transformers' own features: the rows are the model's projections, normalised, and
+# the measures' similarities are the cosines of those projections.
+
+
+def _unit_torch(features) -> np.ndarray:
+    import torch
+
+    pooled = features if isinstance(features, torch.Tensor) else features.pooler_output
+    rows = pooled.detach().to(torch.float64).numpy()
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_clap_rows_and_similarities_are_transformers_own_features(folders, clap):
+    import torch
+    from transformers import ClapModel, ClapProcessor
+
+    from tunesmith.quality.measures import paired_similarity, similarity
+
+    folder = folders["clap"]
+    model = ClapModel.from_pretrained(folder, use_safetensors=True, local_files_only=True).eval()
+    processor = ClapProcessor.from_pretrained(folder, local_files_only=True)
+    prompts = ["a warm piano melody", "a dog barking"]
+    clips = [sine(220.0), noise(seed=3)]  # 2 s at 48 kHz: under CLAP's 10 s, repeat-padded
+    with torch.inference_mode():
+        tokens = processor.tokenizer(prompts, padding=True, return_tensors="pt")
+        text = _unit_torch(model.get_text_features(**tokens))
+        inputs = processor.feature_extractor(clips, sampling_rate=RATE, return_tensors="pt")
+        assert not inputs["is_longer"].any()  # nothing cropped at random
+        audio = _unit_torch(
+            model.get_audio_features(
+                input_features=inputs["input_features"], is_longer=inputs["is_longer"]
+            )
+        )
+    ours_text, ours_audio = clap.text(prompts), clap.audio(clips, RATE)
+    np.testing.assert_allclose(ours_text, text, atol=1e-6)
+    np.testing.assert_allclose(ours_audio, audio, atol=1e-6)
+    # the measures: each render against its prompt, and every render against the references
+    np.testing.assert_allclose(
+        paired_similarity(ours_audio, ours_text), np.sum(audio * text, axis=1), atol=1e-6
+    )
+    np.testing.assert_allclose(similarity(ours_audio, ours_audio), audio @ audio.T, atol=1e-6)
+
+
+def test_clip_rows_and_similarities_are_transformers_own_features(folders):
+    import torch
+    from transformers import CLIPModel, CLIPProcessor
+
+    from tunesmith.quality.measures import paired_similarity
+
+    folder = folders["clip"]
+    model = CLIPModel.from_pretrained(folder, use_safetensors=True, local_files_only=True).eval()
+    processor = CLIPProcessor.from_pretrained(folder, local_files_only=True)
+    prompts = ["a red square", "a photo of noise", "light blue"]
+    # the RGBA picture as it shows on white; the other two are RGB already
+    shown = [*pictures()[:2], Image.new("RGB", (40, 40), (127, 127, 255))]
+    with torch.inference_mode():
+        inputs = processor(text=prompts, images=shown, padding=True, return_tensors="pt")
+        text = _unit_torch(
+            model.get_text_features(
+                input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]
+            )
+        )
+        images = _unit_torch(model.get_image_features(pixel_values=inputs["pixel_values"]))
+    clip = ClipEmbedder(folder)
+    ours_text, ours_images = clip.text(prompts), clip.images(pictures())
+    np.testing.assert_allclose(ours_text, text, atol=1e-6)
+    np.testing.assert_allclose(ours_images, images, atol=1e-5)  # RGBA over white: rounding
+    np.testing.assert_allclose(
+        paired_similarity(ours_images, ours_text), np.sum(images * text, axis=1), atol=1e-5
+    )

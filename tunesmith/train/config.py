@@ -33,7 +33,7 @@ import json
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from tunesmith import family as families
 from tunesmith.dataset.metrics import MetricsError, read_metrics
@@ -41,7 +41,7 @@ from tunesmith.dataset.settings import SettingsError, read_settings
 from tunesmith.store import content_key
 from tunesmith.store.atomic import json_bytes, write_if_changed
 from tunesmith.train import schema
-from tunesmith.train.schema import Count, NonNegative, Number, Positive, Seed, Whole
+from tunesmith.train.schema import Count, MinLen, NonNegative, Number, Positive, Seed, Whole
 
 
 class ConfigError(ValueError):
@@ -64,6 +64,16 @@ class AdapterConfig:
     @property
     def scale_alpha(self) -> float:
         return float(self.rank if self.alpha is None else self.alpha)
+
+
+# The measures of a run's renders (tunesmith.quality.run) a run may keep its adapter by.
+SELECT_MEASURES = ("prompt", "style", "style_dino", "frechet")
+Measure = Literal["prompt", "style", "style_dino", "frechet"]
+# `train.select`: "loss", one measure, or a table of measures and their weights.
+Select = (
+    Literal["loss", "prompt", "style", "style_dino", "frechet"]
+    | Annotated[dict[Measure, Positive], MinLen(1)]
+)
 
 
 @dataclass(frozen=True)
@@ -92,6 +102,13 @@ class TrainConfig:
     # would not fit its memory otherwise (tunesmith.train.footprint). How, not what: left out
     # of the run's key like the launch keys.
     gradient_checkpointing: Literal["auto"] | bool = "auto"
+    # Which validation's adapter is kept as the run's best (`select_text` says it in words):
+    # "loss", the lowest validation loss; a measure of that validation's demo renders
+    # ("style", "prompt", "frechet", "style_dino"; tunesmith.quality.run), or a table of
+    # measures and weights, {style = 0.7, prompt = 0.3}, each measure's gain over the base
+    # model's renders weighed (tunesmith.quality.select). A measure keeps the step it prefers
+    # among those that beat the base model's renders on it; where none does, the loss's choice.
+    select: Select = "loss"
 
 
 @dataclass(frozen=True)
@@ -129,16 +146,35 @@ def world_size(train) -> int:
     return train.devices * train.nodes
 
 
+# Settings every family gained after runs were first keyed, at the default that trains and
+# keeps as before: left out of a run's key and lineage while at it, as `ConfigSections.later`.
+LATER = {"train": {"select": "loss"}}
+
+
+def select_text(select: Any) -> str:
+    """`train.select` in words: "loss", "style", "0.7 style + 0.3 prompt"."""
+    if isinstance(select, dict):
+        return " + ".join(f"{weight:g} {measure}" for measure, weight in select.items())
+    return str(select)
+
+
+def select_weights(select: Any) -> dict[str, float]:
+    """The measures `train.select` keeps by, each with its weight ({} for "loss")."""
+    if isinstance(select, dict):
+        return {measure: float(weight) for measure, weight in select.items()}
+    return {} if select == "loss" else {select: 1.0}
+
+
 def computed(run: RunConfig) -> dict[str, Any]:
     """The run as a dict without the launch keys and gradient checkpointing: what determines
     the numbers it trains. A setting the family added later is left out while it holds the
-    default that trains as before (`ConfigSections.later`)."""
+    default that trains as before (`LATER`, `ConfigSections.later`)."""
     raw = asdict(run)
     raw["train"] = {k: v for k, v in raw["train"].items() if k not in HOW_KEYS}
     later = families.get(run.family).config.later or {}
 
     def kept(section: str, table: dict[str, Any]) -> dict[str, Any]:
-        defaults = later.get(section, {})
+        defaults = {**LATER.get(section, {}), **later.get(section, {})}
         return {k: v for k, v in table.items() if k not in defaults or v != defaults[k]}
 
     raw["adapter"] = kept("adapter", raw["adapter"])
@@ -276,8 +312,9 @@ def load_plan(folder: Path) -> Plan:
         read_settings(folder)  # [dataset]: the labels stage's, checked before any work too
     except SettingsError as exc:
         found.append(str(exc))
+    metrics = None
     try:
-        read_metrics(folder)  # [metrics]: the adapters stage's measures
+        metrics = read_metrics(folder)  # [metrics]: the adapters stage's measures
     except MetricsError as exc:
         found.append(str(exc))
     if "runs" not in document:
@@ -294,6 +331,8 @@ def load_plan(folder: Path) -> Plan:
             resolved.append(resolve_run(run, path, i, notes))
         except ConfigError as exc:
             found += exc.problems
+    for run in resolved if metrics is not None else ():
+        found += [f'{path}: run "{run.name}": {line}' for line in select_problems(run, metrics)]
     names = [r.name for r in resolved]
     if len(set(names)) != len(names):
         found.append(f"{path}: run names must differ, got {', '.join(names)}")
@@ -392,6 +431,29 @@ def checks_across(run: RunConfig) -> list[str]:
     the family's own (`Family.config.problems`); each value's own type and range is the
     schema's, checked before."""
     return _launch_problems(run) + families.get(run.family).config.problems(run)
+
+
+def select_problems(run: RunConfig, metrics) -> list[str]:
+    """Why the run's `train.select` cannot be measured with the dataset's `[metrics]`
+    (`tunesmith.dataset.metrics.MetricsSettings`), a line each; none for "loss". A named model
+    folder that is missing is the adapters stage's to find (it knows the models root): it
+    skips such a run before training, in one line."""
+    weights = select_weights(run.train.select)
+    if not weights:
+        return []
+    said = f"train.select = {schema.toml_text(run.train.select)}"
+    media = families.get(run.family).media
+    chosen = metrics.for_media(media)
+    if not chosen:
+        return [
+            f"{said} keeps the adapter by a measure of its renders, and [metrics] enabled = "
+            'false measures none: enable [metrics], or set train.select = "loss"'
+        ]
+    if "style_dino" in weights and media != "image":
+        return [f"{said}: style_dino measures pictures (DINOv2); {run.family} renders audio"]
+    if "style_dino" in weights and "dino" not in chosen:
+        return [f'{said}: style_dino needs a DINOv2 model: name one in [metrics] dino = "..."']
+    return []
 
 
 def _launch_problems(run: RunConfig) -> list[str]:

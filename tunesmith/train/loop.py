@@ -5,13 +5,24 @@ starts at zero), the adapter written as the first best, the demos rendered as sa
 Then per step: the trainer's update; the stop on a non-finite loss; progress (underfit's
 line, `train/*` postfix keys, with the run's total) and the step's record; the memory cap. Every
 `eval_every` steps and at the end: the validation loss, samples, and the best adapter
-rewritten when the loss improved. Every `checkpoint_every` steps and at the end: the
+rewritten when it improved: by the loss, or with `train.select` by the score a caller
+passes in (`score`, below). Every `checkpoint_every` steps and at the end: the
 family's periodic adapter file (if it writes one) and the full state to resume from. A run
 asked for more steps, or killed, continues from its newest state, bit for bit on the CPU;
 an output deleted since is written again from that state.
 
 What a step draws and how it updates is the trainer's (`tunesmith.train.trainer`); nothing
 here knows a family.
+
+Keeping by a score (`train.select` other than "loss"): the caller passes `score(step)`, a
+number higher for a better adapter (None where nothing was measured), which the loop asks
+after each validation's samples are rendered; step 0 (the base model) is the bar. The kept
+adapter is the loss's choice until a step's score beats the base model's; from then on it
+is the step of the best score (the earliest where two are equal). Every step the kept adapter
+changes to is the one just trained, so one file is kept, as with the loss. The score is
+recorded beside the loss in the history (and so in the state: a resumed run keeps the same
+adapter), and where no step beats the base the run says so in one line. The loop knows no
+measure: the scoring comes from above (the training process, `tunesmith.quality.select`).
 
 On several processes (`tunesmith.train.distributed`) every rank runs the steps; rank 0
 alone measures validation, renders samples, writes adapter files, events, progress and the
@@ -32,17 +43,20 @@ import torch
 from tqdm import tqdm
 
 from tunesmith.train import distributed
+from tunesmith.train.config import select_text
 from tunesmith.train.history import History
 from tunesmith.train.memory import MemoryCap
 from tunesmith.train.state import best_copy, latest_state, load_state, save_state
 from tunesmith.train.trainer import Trainer, TrainingError, TrainResult
 
+Score = Callable[[int], float | None]  # step → higher is better; None: not measured
+
 
 class _Run:
     """The loop's own record of a run: step, validation history, best, checkpoints."""
 
-    def __init__(self, trainer: Trainer, run_dir: Path) -> None:
-        self.trainer, self.run_dir = trainer, run_dir
+    def __init__(self, trainer: Trainer, run_dir: Path, score: Score | None = None) -> None:
+        self.trainer, self.run_dir, self.score = trainer, run_dir, score
         self.step, self.epoch = 0, 0
         self.history: list[dict[str, Any]] = []
         self.best: dict[str, Any] = {}
@@ -60,21 +74,41 @@ class _Run:
             "identity": self.identity,
         }
 
-    def measure(self, log: Callable[[str], None]) -> float:
+    def measure(self, log: Callable[[str], None]) -> dict[str, Any]:
+        """The validation: its loss, the samples, its score where keeping by one; the best
+        adapter kept again where this step is better. Returns the history's new entry."""
         loss = self.trainer.validation_loss()
-        self.history.append({"step": self.step, "loss": loss})
+        entry: dict[str, Any] = {"step": self.step, "loss": loss}
         self.trainer.render_samples(self.run_dir / "samples", self.step)
-        if not self.best or loss < self.best["loss"]:
-            self.keep_best(loss)
-        return loss
+        if self.score is not None:
+            score = self.score(self.step)
+            if score is not None:
+                entry["score"] = float(score)
+        self.history.append(entry)
+        by = self.better(entry)
+        if by:
+            self.keep_best(loss, entry.get("score") if by == "score" else None)
+        return entry
 
-    def keep_best(self, loss: float) -> None:
+    def better(self, entry: dict[str, Any]) -> str:
+        """Whether the step of `entry` is kept instead of the best so far: "loss", "score", or
+        "" where it is not."""
+        score, bar = entry.get("score"), self.history[0].get("score")
+        if self.best.get("by") == "score":  # a step beat the base: the score decides now
+            return "score" if score is not None and score > self.best["score"] else ""
+        if score is not None and bar is not None and entry["step"] > 0 and score > bar:
+            return "score"  # the first step that beats the base model
+        return "loss" if not self.best or entry["loss"] < self.best["loss"] else ""
+
+    def keep_best(self, loss: float, score: float | None = None) -> None:
         trainer, old = self.trainer, self.best.get("path")
         path = trainer.names.best(self.step)
         if old and Path(old) != path:
             trainer.remove_adapter(Path(old))
         trainer.write_adapter(path, self.step, self.epoch, loss)
         self.best = {"step": self.step, "loss": loss, "path": str(path)}
+        if score is not None:
+            self.best.update(score=score, by="score")
 
     def checkpoint(self, events: History) -> None:
         trainer = self.trainer
@@ -99,11 +133,14 @@ def train(
     run_dir: Path,
     log: Callable[[str], None] = print,
     progress: TextIO | None = None,
+    score: Score | None = None,
 ) -> TrainResult | None:
     """Train to `trainer.steps` where the trainer sets it, else `trainer.run.train.steps`,
     resuming from `run_dir/state` when it can; a step whose report says `stop` ends it early.
 
     `log` gets one line per validation; `progress` (default stdout) gets the progress bar.
+    `score`: where the run keeps its adapter by a measure (`train.select`), the score of the
+    samples just rendered at a step (see the module's docstring); None keeps by the loss.
     On a rank other than 0 of several processes: the steps only, and None.
     """
     cfg, name = trainer.run.train, trainer.run.name
@@ -113,7 +150,11 @@ def train(
     main = rank == 0
     if not main:
         log, progress = _quiet, None
-    run = _Run(trainer, run_dir)
+    select = getattr(cfg, "select", "loss")
+    if select != "loss" and score is None and main:
+        log(f"{name}: train.select = {select_text(select)}, but nothing measures the renders "
+            "here; the adapter of the lowest validation loss is kept")  # fmt: skip
+    run = _Run(trainer, run_dir, score if main and select != "loss" else None)
     if getattr(trainer, "start_note", ""):
         log(f"{name}: {trainer.start_note}")
     saved = latest_state(run_dir / "state", steps)
@@ -121,7 +162,7 @@ def train(
         _resume(run, saved, rewrite=main)
         log(f"resuming {name} from step {run.step} ({saved})")
     elif main:
-        base = run.measure(log)
+        base = run.measure(log)["loss"]
         log(f"{name}: base model validation loss {base:.6f} ({trainer.validation_note})")
     resumed_from = run.step if saved is not None else None
 
@@ -164,9 +205,11 @@ def train(
                 over = "another rank passed its memory cap"  # every rank stops at one step
             end = run.step == steps or over or report.stop
             if main and (run.step % cfg.eval_every == 0 or end):
-                measured = run.measure(log)
-                events.event("validation", step=run.step, loss=measured)
-                log(f"{name}: step {run.step} validation loss {measured:.6f}")
+                entry = run.measure(log)
+                scored = {"score": entry["score"]} if "score" in entry else {}
+                events.event("validation", step=run.step, loss=entry["loss"], **scored)
+                kept = " (kept)" if run.best.get("by") and run.best["step"] == run.step else ""
+                log(f"{name}: step {run.step} validation loss {entry['loss']:.6f}{kept}")
             if main and (run.step % cfg.checkpoint_every == 0 or end):
                 run.checkpoint(events)
             if over or report.stop:
@@ -182,6 +225,11 @@ def train(
     if not main:
         return None
     last_path = _last(run)
+    extra: dict[str, Any] = {"stopped": stopped} if stopped else {}
+    if run.score is not None:
+        extra["select"] = _selected(run, select)
+        if not run.best.get("by"):
+            log(f"{name}: {extra['select']['line']}")
     return TrainResult(
         steps=run.step,
         steps_trained=trained,
@@ -196,8 +244,25 @@ def train(
         validation_note=trainer.validation_note,
         resumed_from=resumed_from,
         seconds=time.perf_counter() - start_time,
-        extra={"stopped": stopped} if stopped else {},
+        extra=extra,
     )
+
+
+def _selected(run: _Run, select: Any) -> dict[str, Any]:
+    """How the kept adapter was chosen, for the result: by the score, or by the loss (and one
+    line saying why) where no step's score beat the base model's."""
+    said = f"train.select = {select_text(select)}"
+    if run.best.get("by") == "score":
+        line = f"kept step {run.best['step']} by {said} (the base model's score beaten)"
+        return {"by": "score", "step": run.best["step"], "score": run.best["score"], "line": line}
+    if run.history[0].get("score") is None:
+        why = "the base model's renders were not measured"
+    else:
+        why = "no step's renders beat the base model's on it"
+    line = (
+        f"{said}: {why}; kept the adapter of the lowest validation loss (step {run.best['step']})"
+    )
+    return {"by": "loss", "step": run.best["step"], "line": line}
 
 
 def _resume(run: _Run, saved: Path, rewrite: bool = True) -> None:

@@ -29,7 +29,7 @@ import typing
 from dataclasses import fields
 from typing import Annotated, Any, Literal
 
-from annotated_types import Ge, Gt, Interval, Le, Lt, MultipleOf
+from annotated_types import Ge, Gt, Interval, Le, Lt, MinLen, MultipleOf
 from pydantic import AllowInfNan, TypeAdapter, ValidationError
 
 Number = Annotated[float, AllowInfNan(False)]  # an int is a number too; NaN and inf are not
@@ -114,6 +114,10 @@ def allowed(hint: Any) -> str:
             if len(args) == 1
             else "one of " + ", ".join(toml_text(a) for a in args)
         )
+    if origin is dict:  # a TOML table: {style = 0.7, prompt = 0.3}
+        keys = typing.get_args(args[0]) if typing.get_origin(args[0]) is Literal else ()
+        named = ", ".join(toml_text(k) for k in keys) if keys else allowed(args[0])
+        return f"a table of weights ({named}: {allowed(args[1])})"
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             return f"a list of {_plural(allowed(args[0]))}"
@@ -138,6 +142,8 @@ def _constraint(constraint: Any) -> list[str]:
             return [f"{sign} {getattr(constraint, kind.__name__.lower()):g}"]
     if isinstance(constraint, MultipleOf):
         return [f"a multiple of {constraint.multiple_of:g}"]
+    if isinstance(constraint, MinLen):
+        return [f"with at least {constraint.min_length} key(s)"]
     return []  # AllowInfNan: part of what "a number" means
 
 
