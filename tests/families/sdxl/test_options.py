@@ -495,6 +495,10 @@ def test_a_default_step_is_the_plain_step(tiny_sdxl, encoded, tmp_path):
             {"lr_warmup_steps": 10},
             'train.lr_warmup_steps 10 has no effect with train.lr_scheduler "constant"',
         ),
+        (
+            {"lr_scheduler": "polynomial", "lr_warmup_steps": 6},
+            "train.lr_warmup_steps 6 leaves the polynomial schedule no steps to decay over",
+        ),
         ({"loss_type": "l3"}, "train.loss_type"),
         ({"ema_decay": 1.0}, "train.ema_decay"),
         ({"optimizer": "adamw"}, "train.optimizer"),

@@ -85,6 +85,12 @@ def problems(run) -> list[str]:
             f"train.lr_warmup_steps {t.lr_warmup_steps} has no effect with train.lr_scheduler "
             '"constant": use "constant_with_warmup" (kohya refuses the pair too)'
         )
+    if t.lr_scheduler == "polynomial" and t.steps is not None and t.lr_warmup_steps >= t.steps:
+        found.append(
+            f"train.lr_warmup_steps {t.lr_warmup_steps} leaves the polynomial schedule no steps "
+            f"to decay over in train.steps {t.steps} (diffusers' schedule divides by their "
+            "difference): fewer warmup steps, or more steps"
+        )
     return found
 
 
