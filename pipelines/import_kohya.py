@@ -27,12 +27,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from tunesmith.config import Roots
-from tunesmith.formats import kohya_config
-from tunesmith.formats.kohya_config import KohyaConfigError
-from tunesmith.store.atomic import atomic_write_text
-from tunesmith.train.config import ConfigError, resolve_run
-
 FILE = "tunesmith.toml"
 _NOT_A_SETTING = re.compile(r": (\S+) is not a setting;")  # tunesmith.train.schema.problems
 # The picture suffixes sd-scripts' glob_images takes (library/train_util.py IMAGE_EXTENSIONS,
@@ -64,6 +58,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Write the tunesmith.toml for `args.config` (and `args.dataset_config`); 1 on a mistake."""
+    # The engine is imported here, not above: every `tunesmith` command builds this command's
+    # parser (`add_parser`), and these imports take a tenth of a second or more.
+    from tunesmith.formats.kohya_config import KohyaConfigError
+
     try:
         return _import(args.config, args.dataset_config, args.out, args.force)
     except (KohyaConfigError, _Refused) as exc:
@@ -76,6 +74,9 @@ class _Refused(ValueError):
 
 
 def _import(config_path: Path, dataset_path: Path | None, out: Path | None, force: bool) -> int:
+    from tunesmith.formats import kohya_config  # as in run()
+    from tunesmith.store.atomic import atomic_write_text
+
     config = _read_toml(config_path, "kohya's training config")
     flat = kohya_config.flatten(config, str(config_path))
     dataset = folders = None
@@ -155,6 +156,8 @@ def _find(name: str, named_by: Path) -> Path | None:
 def _prompts(name: Any, config_path: Path) -> tuple[list | None, dict[str, str]]:
     """The sample prompts file's prompts, as sd-scripts' load_prompts reads each format; None
     and why where it cannot be read."""
+    from tunesmith.formats import kohya_config  # as in run()
+
     if not isinstance(name, str):
         return None, {}
     path = _find(name, config_path)
@@ -177,6 +180,8 @@ def _prompts(name: Any, config_path: Path) -> tuple[list | None, dict[str, str]]
 def _target(translation, out: Path | None, named_by: Path) -> Path:
     """Where the file goes: `--out` (a folder: its tunesmith.toml), else the dataset's folder
     under the datasets root."""
+    from tunesmith.config import Roots  # as in run()
+
     if out is not None:
         return out / FILE if out.is_dir() else out
     roots = Roots.from_env()
@@ -195,6 +200,8 @@ def _target(translation, out: Path | None, named_by: Path) -> Path:
 def _refused_by_tunesmith(text: str, target: Path) -> list[str]:
     """What tunesmith's own settings loader says of the run (a setting it does not take yet,
     a value outside what it allows), a line each."""
+    from tunesmith.train.config import ConfigError, resolve_run  # as in run(); with pydantic
+
     (run,) = tomllib.loads(text)["runs"]
     try:
         resolve_run(run, target, 0)
