@@ -214,8 +214,9 @@ def build_optimizer(name: str, params: list[torch.nn.Parameter], lr: float):
     if name == "Adafactor":
         from transformers.optimization import Adafactor
 
-        # At train.lr, as the other optimizers: kohya's SDXL README gives these three for
-        # Adafactor at a fixed lr (its bare default, relative_step, ignores the lr).
+        # At train.lr, as the other optimizers: the three optimizer_args kohya's docs give for
+        # Adafactor at a fixed lr (docs/train_README, docs/flux_train_network.md); kohya's bare
+        # "Adafactor" is relative_step, which sets its own lr and ignores train.lr.
         return Adafactor(
             params, lr=lr, scale_parameter=False, relative_step=False, warmup_init=False
         )
