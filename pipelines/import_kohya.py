@@ -30,8 +30,9 @@ from typing import Any
 FILE = "tunesmith.toml"
 _NOT_A_SETTING = re.compile(r": (\S+) is not a setting;")  # tunesmith.train.schema.problems
 # The picture suffixes sd-scripts' glob_images takes (library/train_util.py IMAGE_EXTENSIONS,
-# with its upper-case twins), to count an image_dir as sd-scripts counts it.
-KOHYA_IMAGES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp"})
+# with its upper-case twins; .avif where pillow-avif is installed), to count an image_dir as
+# sd-scripts counts it.
+KOHYA_IMAGES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".avif"})
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
