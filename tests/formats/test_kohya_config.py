@@ -230,7 +230,6 @@ def test_the_report_names_each_option_not_honoured_and_why():
             "as often)",
             'datasets[0].subsets[0].caption_prefix = "mychar, " (captions are used as written; put '
             "it into the <stem>.txt captions)",
-            'optimizer_args = ["weight_decay=0.01"] (no such setting for SDXL in tunesmith)',
             'prompts.txt prompt 1: negative_prompt = "blurry, lowres" (tunesmith\'s demos have no '
             "negative prompt)",
             "prompts.txt prompt 1: width = 1024 (tunesmith draws the demos at train.size)",
@@ -255,6 +254,7 @@ def test_the_report_names_each_option_not_honoured_and_why():
         "train_batch_size = 4 (set again nearer the subsets: kohya takes that one)",
         "learning_rate = 0.0001 (unet_lr wins in kohya)",
         "color_aug = false (off, as without it)",
+        'optimizer_args "weight_decay=0.01" (tunesmith builds AdamW8bit so too)',
     ):
         assert line in ignored
     assert "hf_secret" not in "\n".join(t.report()) + t.text()
@@ -491,6 +491,38 @@ def test_network_module_and_args_become_the_adapter(module, args, adapter, refus
     t = translate(config, {"datasets": [{"subsets": [{"image_dir": "x"}]}]})
     assert t.run["adapter"] == {**adapter, "rank": 16, "alpha": 8.0}
     assert [line for line in t.not_honoured if line.startswith("network_")] == refused
+
+
+@pytest.mark.parametrize(
+    "optimizer,args,refused",
+    [
+        ("AdamW", ["weight_decay=0.01", "betas=(0.9,0.999)"], []),
+        ("AdamW", ["weight_decay=0.1"], ["weight_decay=0.1"]),
+        (
+            "Prodigy",
+            ["decouple=True", "weight_decay=0.01", "d_coef=2", "use_bias_correction=True"],
+            ["weight_decay=0.01", "d_coef=2", "use_bias_correction=True"],
+        ),
+        # tunesmith's Adafactor is kohya's at a fixed lr: these three arguments
+        ("Adafactor", ["scale_parameter=False", "relative_step=False", "warmup_init=False"], []),
+        (
+            "Adafactor",
+            [],
+            ["relative_step=True (kohya's default)", "scale_parameter=True (kohya's default)"],
+        ),
+        ("AdamW", ["weight_decay"], ["weight_decay"]),
+    ],
+)
+def test_optimizer_args_are_honoured_where_they_are_what_tunesmith_builds(optimizer, args, refused):
+    config = {"network_dim": 8, "optimizer_type": optimizer, "optimizer_args": args}
+    t = translate(
+        config, {"datasets": [{"subsets": [{"image_dir": "x", "caption_extension": ".txt"}]}]}
+    )
+    assert t.run["train"].get("optimizer", "AdamW") == optimizer
+    lines = [line for line in t.not_honoured if line.startswith("optimizer_args")]
+    assert [line.split('"')[1] for line in lines] == refused
+    honoured = [line for line in t.ignored if line.startswith("optimizer_args")]
+    assert len(honoured) == len(args) - len([r for r in refused if "default" not in r])
 
 
 def test_network_alpha_zero_is_the_rank_as_in_kohya():

@@ -27,6 +27,7 @@ subfolders too); every picture is drawn once a pass, so `num_repeats` is not hon
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -111,6 +112,19 @@ OPTIMIZERS = {
 }
 # LyCORIS's `algo` (lycoris/kohya.py; "lora" and "locon" are one module there, on linear and
 # conv layers) as tunesmith's adapter type.
+# What tunesmith builds each optimizer with (tunesmith/families/sdxl/options.py: torch's AdamW,
+# bitsandbytes' AdamW8bit and prodigyopt's Prodigy at their own defaults; transformers'
+# Adafactor at a fixed lr), for the optimizer_args that are the same.
+_ADAM = {"weight_decay": 0.01, "betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": False}
+OPTIMIZER_DEFAULTS = {
+    "AdamW": _ADAM,
+    "AdamW8bit": _ADAM,
+    "Prodigy": {
+        "weight_decay": 0.0, "betas": (0.9, 0.999), "eps": 1e-8, "decouple": True,
+        "use_bias_correction": False, "safeguard_warmup": False, "d0": 1e-6, "d_coef": 1.0,
+    },
+    "Adafactor": {"scale_parameter": False, "relative_step": False, "warmup_init": False},
+}  # fmt: skip
 LYCORIS_TYPES = {"lora": "locon", "locon": "locon", "loha": "loha", "lokr": "lokr"}
 SINGLE_FILE = (".safetensors", ".ckpt", ".pt", ".pth", ".bin")
 
@@ -191,7 +205,7 @@ READ = frozenset(
         "optimizer_type", "use_8bit_adam", "sample_prompts", "sample_every_n_steps",
         "sample_every_n_epochs", "validate_every_n_steps", "validate_every_n_epochs",
         "dataset_config", "train_data_dir", "reg_data_dir", "in_json", "caption_extention",
-        "masked_loss",
+        "masked_loss", "optimizer_args",
     }
 )  # fmt: skip
 
@@ -301,7 +315,7 @@ NOT_HONOURED: dict[str, str] = {
             "perlin_noise", "zero_terminal_snr", "huber_scale", "scale_v_pred_loss_like_noise_pred",
             "v_pred_like_loss", "weighted_captions", "network_dropout", "scale_weight_norms",
             "lr_decay_steps", "lr_scheduler_timescale", "lr_scheduler_min_lr_ratio",
-            "lr_scheduler_type", "lr_scheduler_args", "optimizer_args",
+            "lr_scheduler_type", "lr_scheduler_args",
             "optimizer_schedulefree_wrapper", "schedulefree_wrapper_args", "network_multiplier",
         ),
         _NONE,
@@ -1136,18 +1150,52 @@ class _Translator:
         where = "optimizer_type"
         if eight_bit and not given:  # train_util.get_optimizer
             given, where = "AdamW8bit", "use_8bit_adam"
-        if not given:
-            return
-        name = OPTIMIZERS.get(given.lower())
+        name = OPTIMIZERS.get((given or "AdamW").lower())
         if name is None:
             self._refuse(
                 where, given,
                 f"tunesmith's optimizers are {', '.join(OPTIMIZERS.values())}: AdamW here",
             )  # fmt: skip
+        elif not given:
+            pass
         elif name == KOHYA_DEFAULTS["optimizer_type"]:
             self._set("train.optimizer", name, where, written=False, note="sd-scripts' default")
         else:
             self._set("train.optimizer", name, where)
+        self._optimizer_args(name or "AdamW")
+
+    def _optimizer_args(self, name: str) -> None:
+        """kohya's optimizer_args ("key=value", each value a Python literal, as get_optimizer
+        reads them): tunesmith builds each optimizer at its defaults, so an argument at that
+        default is honoured and any other is not."""
+        given = self._arg("optimizer_args")
+        entries = given if isinstance(given, list) else [] if given is None else None
+        if entries is None or not all(isinstance(e, str) for e in entries):
+            self._refuse("optimizer_args", given, 'must be a list of "key=value" strings')
+            entries = []
+        found = {}
+        for entry in entries:
+            key, sep, text = entry.partition("=")
+            try:
+                found[key.strip()] = (entry, ast.literal_eval(text.strip()) if sep else None)
+            except (ValueError, SyntaxError):
+                self._refuse("optimizer_args", entry, "not key=<a Python literal>")
+        defaults = OPTIMIZER_DEFAULTS[name]
+        if name == "Adafactor":  # kohya's: relative_step unless told, transformers' scale_parameter
+            for key, kohya in (("relative_step", True), ("scale_parameter", True)):
+                if key not in found:
+                    found[key] = (f"{key}={kohya} (kohya's default)", kohya)
+        for key, (entry, value) in found.items():
+            if key in defaults and _same_value(value, defaults[key]):
+                self.ignored.append(f'optimizer_args "{entry}" (tunesmith builds {name} so too)')
+                continue
+            if key in defaults:
+                why = f"tunesmith builds {name} with {key}={defaults[key]!r}"
+                if name == "Adafactor" and key == "relative_step":
+                    why += " at train.lr (kohya's relative_step sets its own learning rate)"
+            else:
+                why = f"tunesmith builds {name} at its defaults"
+            self.not_honoured.append(f'optimizer_args "{entry}" ({why})')
 
     # -- the adapter -------------------------------------------------------------------------
 
@@ -1474,6 +1522,13 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, int | float) and isinstance(b, int | float):
         return float(a) == float(b)
     return a == b
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equal as an optimizer takes them: numbers by value, a list as a tuple."""
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return _same(a, b)
 
 
 def _str_bool(value: str) -> bool:
