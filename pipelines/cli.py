@@ -15,6 +15,8 @@
                                  trained adapter, no build (pipelines/render.py)
     tunesmith ratings DATASET FILE  hand back the blind choices an audition page exported,
                                  counted by the next build (pipelines/ratings.py)
+    tunesmith import-kohya CONFIG [DATASET_CONFIG] [--out PATH] [--force]  a kohya SDXL LoRA
+                                 run as the dataset's tunesmith.toml (pipelines/import_kohya.py)
 
 Runs are recorded in DAGSTER_HOME (default `data/dagster_home`), so the UI shows them.
 """
@@ -25,6 +27,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from pipelines import import_kohya  # the standard library only until it runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ratings.add_argument("dataset", help="dataset folder name, partition key or path")
     ratings.add_argument("file", help="the exported JSON (audition-<run>.json)")
+    import_kohya.add_parser(sub)
     args = parser.parse_args(argv)
 
     if args.command == "examples":
@@ -100,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         from pipelines.listing import adapters
 
         return adapters(args.datasets, args.json)
+    if args.command == "import-kohya":
+        return import_kohya.run(args)
     if args.command == "ratings":
         from pipelines.ratings import ratings as hand_back
 

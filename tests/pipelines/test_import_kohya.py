@@ -9,13 +9,12 @@ are not kohya's in one line naming them, writing nothing.
 
 from __future__ import annotations
 
-import argparse
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from pipelines import import_kohya
+from pipelines.cli import main
 from tests.conftest import write_image
 from tests.formats.test_kohya_config import still_pending
 from tunesmith.train.config import load_plan
@@ -83,11 +82,8 @@ def project(tmp_path, monkeypatch):
 
 
 def command(*argv: str | Path) -> int:
-    parser = argparse.ArgumentParser(prog="tunesmith")
-    sub = parser.add_subparsers(dest="command", required=True)
-    import_kohya.add_parser(sub)
-    args = parser.parse_args(["import-kohya", *map(str, argv)])
-    return import_kohya.run(args)
+    """`tunesmith import-kohya ARGV...` through the command's own entry point."""
+    return main(["import-kohya", *map(str, argv)])
 
 
 def test_the_command_writes_the_run_tunesmith_loads(project, capsys):
