@@ -122,12 +122,16 @@ def pick_caption(count: int, dropout_rate: float, generator: torch.Generator) ->
 
 
 def truncation_line(path: str, value: dict, max_token_length: int | None) -> str:
-    """The report's line for a caption cut at its tokens ("" when nothing was lost)."""
+    """The report's line for a picture whose caption was cut at its tokens ("" when nothing
+    was lost); `value` is the caption entry's value.json."""
     lost = int(value.get("tokens", 0)) - int(value.get("kept", 0))
     if lost <= 0:
         return ""
-    setting = f"train.max_token_length = {max_token_length}" if max_token_length else "77"
+    if max_token_length in (None, CHUNK):
+        why = "CLIP's 77-token window; train.max_token_length = 150 or 225 keeps more"
+    else:
+        why = f"train.max_token_length = {max_token_length}"
     return (
-        f"{path}: its caption is {value['tokens']} tokens; the last {lost} past the "
-        f"{value['kept']} kept ({setting}) are not trained on: {value.get('lost', '')!r}"
+        f"{path}: its caption is {value['tokens']} tokens; the {lost} past the first "
+        f"{value['kept']} are cut off ({why}): {value.get('lost', '')!r}"
     )

@@ -420,7 +420,8 @@ def encode(request) -> Encoded:
         request = replace(request, labels=_masks_apart(request.labels))
     encoded = encoding.encode(request, Shaped if shaped else Pictures)
     lines = truncation_lines(encoded.frame, request.store, request.runs)
-    buckets = bucket_counts(encoded.frame) if shaped else {}
+    bucketed = [run.name for run, o in zip(request.runs, chosen, strict=True) if o.buckets]
+    buckets = bucket_counts(encoded.frame, bucketed) if bucketed else {}
     if lines or buckets:
         extra = dict(encoded.result.extra)
         if lines:
@@ -460,10 +461,11 @@ def truncation_lines(frame, store: Store, runs) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
-def bucket_counts(frame) -> dict[str, dict[str, int]]:
-    """Per run, its pictures per bucket ("WxH": count), as kohya lists them."""
+def bucket_counts(frame, runs: list[str]) -> dict[str, dict[str, int]]:
+    """Per run of `runs`, its pictures per bucket ("WxH": count), as kohya lists them."""
     counts: dict[str, dict[str, int]] = {}
-    for row in frame.sort_values(["target_width", "target_height"]).to_dict("records"):
+    mine = frame[frame["run"].isin(runs)]
+    for row in mine.sort_values(["target_width", "target_height"]).to_dict("records"):
         bucket = f"{int(row['target_width'])}x{int(row['target_height'])}"
         mine = counts.setdefault(row["run"], {})
         mine[bucket] = mine.get(bucket, 0) + 1
