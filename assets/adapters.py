@@ -100,11 +100,17 @@ def adapters(
         if refused := engine.one_process_only(run, family, placement.backend):
             skipped.append(Skipped(f"run {run.name}", refused))
             continue
+        # A run kept by a measure depends on its embedding model as on its base model.
+        if refused := measures.select_refusal(run, family):
+            skipped.append(Skipped(f"run {run.name}", refused))
+            context.log.warning(f"{run.name}: {refused}")
+            continue
         base_model = base_model_folder(run, roots.models)
         try:
             plan = engine.plan(
-                run, base_model, encoded, out, placement, roots.store / "fingerprints.json"
-            )
+                run, base_model, encoded, out, placement, roots.store / "fingerprints.json",
+                measures.judges(run, family),
+            )  # fmt: skip
         except ValueError as exc:
             skipped.append(Skipped(f"run {run.name}", str(exc)))
             continue
@@ -119,11 +125,6 @@ def adapters(
             cached += 1
             context.log.info(f"{run.name}: cached ({plan.result_path})")
         else:
-            # A run kept by a measure trains only where that measure can be taken.
-            if refused := measures.select_refusal(plan.run, family):
-                skipped.append(Skipped(f"run {run.name}", refused))
-                context.log.warning(f"{run.name}: {refused}")
-                continue
             for path in plan.edited():  # as good as deleted: written again from the state
                 Path(path).unlink()
             scoring = (

@@ -153,3 +153,14 @@ def test_select_style_keeps_the_step_the_measure_prefers_over_the_lowest_loss(tm
     assert resumed["best_step"] == 2 and Path(resumed["best_path"]).read_bytes() == kept
     assert [r["step"] for r in resumed["quality"]["steps"]] == [0, 2, 4, 6]
     assert resumed["quality"]["steps"][:3] == quality["steps"]
+
+    # Another CLAP judges the run: the adapter kept depends on it, so it trains anew into a
+    # folder of its own and says why; the run kept by the loss is not touched.
+    make_tiny_clap(tmp_path / "models" / "other-clap", seed=1)
+    (songs / "tunesmith.toml").write_text(TOML.format(clap="other-clap", steps=6))
+    code, out = build(tmp_path)
+    assert code == 0, out
+    judged = runs(tmp_path)
+    assert judged["by-style"]["run_dir"] != style["run_dir"]
+    assert judged["by-loss"]["run_dir"] == loss["run_dir"]
+    assert "the embedding model its adapter is kept by changed" in out, out

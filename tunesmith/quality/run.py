@@ -121,6 +121,14 @@ class RunMeasures:
             self.embedders[media] = embedders_for(media, chosen, self.models_root, cache)
         return self.embedders[media]
 
+    def judges(self, run, family) -> dict[str, str] | None:
+        """kind → fingerprint of the models a run that keeps its adapter by a measure is
+        judged with (they are in its key, `tunesmith.train.stage.plan`); None where it keeps
+        by the loss. Call after `select_refusal` says ""."""
+        if run.train.select == "loss":
+            return None
+        return {kind: e.fingerprint for kind, e in sorted(self.embedders_of(family.media).items())}
+
     def select_refusal(self, run, family) -> str:
         """Why a run that keeps its adapter by a measure (`train.select`) cannot train: its
         embedding model is missing or unusable; "" where it can (or keeps by the loss)."""

@@ -95,7 +95,11 @@ def plan(
     out: Path,
     placement: Placement,
     fingerprint_cache: Path,
+    judges: dict[str, str] | None = None,
 ) -> RunPlan:
+    """The run's folder and key. `judges` (embedding model kind → fingerprint) are the
+    models a run that keeps its adapter by a measure (`train.select`) is judged with: the
+    adapter kept depends on them as on the base model, so they are in the key."""
     family = families.get(run.family)
     mine = encoded["model"] == base_model.name
     if "family" in encoded:  # the rows of the family that encodes this one's runs
@@ -125,6 +129,7 @@ def plan(
         base=fingerprint,
         placement=placement.as_dict(),
         **({"inputs": inputs} if inputs else {}),
+        **({"judges": judges} if judges else {}),
     )
     run_dir = out / "adapters" / f"{run.name}-{key[:10]}"
     readable = {
@@ -133,6 +138,7 @@ def plan(
         "base_model": fingerprint,
         "placement": placement.as_dict(),
         "other_models": inputs or {},
+        **({"judges": judges} if judges else {}),
     }
     return RunPlan(run, base_model, run_dir, key, fingerprint, items, readable, fitted)
 
@@ -296,6 +302,8 @@ def _changes(before: dict, now: dict) -> list[str]:
         said.append("the base model's files changed")
     if before.get("other_models") != now["other_models"]:
         said.append("another model the run reads changed")
+    if before.get("judges") != now.get("judges") and "judges" in before and "judges" in now:
+        said.append("the embedding model its adapter is kept by changed")
     if before.get("placement") != now["placement"]:
         said.append(
             f"placement {_placement(before.get('placement'))} → {_placement(now['placement'])}"
