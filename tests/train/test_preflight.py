@@ -71,6 +71,15 @@ MISTAKES = {
         ["run mine: Stable Audio 3 trains on audio files", "holds 2 pictures", "sdxl"],
         [],
     ),
+    "select-without-clap": (
+        lambda f: clips(
+            f,
+            SA3.format(base="tiny-sa3")
+            + '[runs.train]\nselect = "style"\n[metrics]\nclap = "gone-clap"\n',
+        ),
+        ["run mine: train.select = style keeps the adapter by a measure", "gone-clap", "CLAP"],
+        ["base model"],
+    ),
     "typo": (
         lambda f: clips(f, SA3.format(base="tiny-sa3"), name="tunesmith.tml"),
         ["tunesmith.tml: not read: the settings file must be named tunesmith.toml"],

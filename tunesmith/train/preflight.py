@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunesmith import family as families
-from tunesmith.train.config import ConfigError, base_model_folder, load_plan, media_kind
+from tunesmith.dataset.metrics import PUBLISHED, MetricsError, model_folder, read_metrics
+from tunesmith.train.config import (
+    ConfigError,
+    base_model_folder,
+    load_plan,
+    media_kind,
+    select_text,
+)
 from tunesmith.train.holdout import on_training_items_note
 
 CONFIG_NAME = "tunesmith.toml"
@@ -82,7 +89,9 @@ def preflight(folder: Path, models_root: Path) -> Preflight:
             )
             found.problems.append(found.bad_runs[run.name])
             continue
-        problem = base_model_problem(run, models_root)
+        problem = base_model_problem(run, models_root) or judge_problem(
+            run, family.media, folder, models_root
+        )
         if problem:
             found.bad_runs[run.name] = problem
             found.problems.append(problem)
@@ -93,6 +102,28 @@ def preflight(folder: Path, models_root: Path) -> Preflight:
             found.fine.append(f"run {run.name}: {note}")
         found.warnings += [f"run {run.name}: {w}" for w in family.warnings(run)]
     return found
+
+
+def judge_problem(run, media: str, folder: Path, models_root: Path) -> str:
+    """Why a run that keeps its adapter by a measure (`train.select`) cannot train here: the
+    embedding model that measures its media is not there; "" where it is (or it keeps by the
+    loss). The folder's contents are checked where the model is loaded."""
+    if run.train.select == "loss":
+        return ""
+    try:
+        chosen = read_metrics(folder).for_media(media)
+    except MetricsError:  # said with the plan's problems
+        return ""
+    for kind, name in chosen.items():
+        path = model_folder(name, models_root)
+        if kind in ("clap", "clip") and not (path / "config.json").is_file():
+            return (
+                f"run {run.name}: train.select = {select_text(run.train.select)} keeps the "
+                f"adapter by a measure of its renders, and the {kind.upper()} model {path} is "
+                f"not there; put a {kind.upper()} folder in the transformers layout there "
+                f"({PUBLISHED[kind]}), or name one in tunesmith.toml's [metrics] {kind}"
+            )
+    return ""
 
 
 def near_miss_config(folder: Path) -> Path | None:
