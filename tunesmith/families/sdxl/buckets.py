@@ -24,8 +24,8 @@ Read from kohya-ss/sd-scripts: `library/model_util.py` `make_bucket_resolutions`
   bucket (h, w); crop top and left as kohya computes them (`get_crop_ltrb`, "according to
   the preprocessing of Stability AI"): the offsets, in the bucket, of the whole picture
   fitted inside it. These are not where the picture was cut (`cut_top`, `cut_left`): kohya's
-  value for a picture cut at its left and right is a top offset (kohya-ss/sd-scripts
-  issue 1443 asks about it; the code stands), and a LoRA trained here conditions as kohya's.
+  value for a picture cut at its left and right is a top offset (its users have asked about
+  it; the code stands), and a LoRA trained here conditions as kohya's.
   A flipped picture's crop left is the bucket's width less the right edge (kohya's
   `__getitem__`).
 - The order (`bucket_batches`): per epoch, the batches of each bucket (its pictures in runs of
