@@ -15,6 +15,7 @@ from tunesmith.render import auditions as engine
 from tunesmith.render.audition import MEASURE_NAMES
 from tunesmith.render.curve import curve_png, loss_curve_png
 from tunesmith.render.pair_measures import PairMeasures
+from tunesmith.render.ratings import folders_fingerprint
 from tunesmith.report import read_report, update_report
 from tunesmith.store import verdicts
 from tunesmith.train.config import read_plan
@@ -70,6 +71,7 @@ def auditions(
     for name, tally in tallies.items():
         for checkpoint in tally["checkpoints"]:
             metadata[f"{name}_choices_step_{checkpoint['step']}"] = checkpoint["choices"]
+    metadata["ratings_files"] = folders_fingerprint([Path(d) for d in adapters["run_dir"]])
     metadata["ratings_choices"] = sum(
         c["choices"] for tally in tallies.values() for c in tally["checkpoints"]
     )

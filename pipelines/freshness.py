@@ -27,6 +27,7 @@ import pandas as pd
 
 from resources.storage import StorageResource
 from tunesmith.dataset.manifest import fast_fingerprint
+from tunesmith.render.ratings import folders_fingerprint
 from tunesmith.report import REPORT_NAME, edited_outputs, output_files
 from tunesmith.store import Store
 from tunesmith.train.config import ConfigError, read_plan
@@ -61,6 +62,7 @@ def stage_state(
             _lost_output(out, stage)
             or _damaged(storage.store(), partition, stage)
             or _base_model_there(record, out, storage.roots().models)
+            or _ratings_handed_back(record, out, stage)
         )
         word = "stale" if cause else word
     if word == "fresh":
@@ -126,6 +128,20 @@ def _lost_output(out: Path, stage: str) -> str:
     if edited:
         more = f" and {len(edited) - 1} more" if len(edited) > 1 else ""
         return f"{edited[0]}{more} edited by hand: rebuilt next time"
+    return ""
+
+
+def _ratings_handed_back(mat, out: Path, stage: str) -> str:
+    """Blind choices dropped into (or removed from) a run's ratings folder since the auditions
+    stage counted them, as a cause; "" otherwise. The folders are not in the dataset folder,
+    so nothing else would notice."""
+    recorded = _value(mat, "ratings_files")
+    if stage != "auditions" or recorded is None:
+        return ""
+    table = out / "adapters.parquet"  # the runs the auditions stage read
+    run_dirs = pd.read_parquet(table, columns=["run_dir"])["run_dir"] if table.exists() else []
+    if folders_fingerprint([Path(d) for d in run_dirs]) != recorded:
+        return "blind choices were handed back since (ratings/ in a run's folder)"
     return ""
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
+from pipelines.definitions import defs
+from pipelines.freshness import stage_state
 from tests.conftest import build_in_a_process, data_version, materialize
 from tests.quality.test_quality_stage import AUDIO_TOML, _songs
 from tests.render.test_ratings import export
@@ -31,6 +33,15 @@ def article(text: str, pid: str) -> str:
 
 def versions(instance) -> dict[str, str | None]:
     return {stage: data_version(instance, stage, "songs") for stage in STAGES}
+
+
+def said(instance, storage) -> dict[str, tuple[str, str]]:
+    """The stages of `songs` that `tunesmith status` does not call fresh: stage → (word, why)."""
+    graph, folder = defs.resolve_asset_graph(), Path(storage.datasets_root) / "songs"
+    state: dict = {}
+    for key in graph.toposorted_asset_keys:
+        state[key] = stage_state(instance, graph, storage, key, "songs", folder, state)
+    return {k.to_user_string(): v for k, v in state.items() if v[0] != "fresh"}
 
 
 def test_measures_on_the_page_and_ratings_handed_back(storage, instance, tiny_sa3, tmp_path,
@@ -79,11 +90,17 @@ def test_measures_on_the_page_and_ratings_handed_back(storage, instance, tiny_sa
                    fingerprint=fingerprint, step=best, run_folder=run_dir.name)  # fmt: skip
     exported = tmp_path / "audition-measured.json"
     exported.write_text(json.dumps(picks))
+    assert said(instance, storage) == {}  # every stage fresh
     assert main(["ratings", "songs", str(exported)]) == 0
+    # `tunesmith status` says the auditions stage is stale, and why; nothing else
+    assert said(instance, storage) == {
+        "auditions": ("stale", "blind choices were handed back since (ratings/ in a run's folder)")
+    }
     before = versions(instance)
     second = materialize(instance, storage, "songs")
     computed = {stage: second[stage]["computed"] for stage in STAGES}
     assert computed == {**dict.fromkeys(STAGES, 0), "auditions": 1}
+    assert said(instance, storage) == {}
     after = versions(instance)
     assert {s for s in STAGES if after[s] != before[s]} == {"auditions"}
     tallied = json.loads((out / "report.json").read_text())["stages"]["auditions"]["ratings"]

@@ -161,6 +161,18 @@ def stored_name(choices: Choices) -> str:
     return f"{choices.sha256[:16]}.json"
 
 
+def folders_fingerprint(run_dirs: list[Path]) -> str:
+    """What lies in the runs' ratings folders (each file's path, size and time), hashed: the
+    auditions stage records it, and `tunesmith status` calls the stage stale when a file was
+    dropped, changed or removed since."""
+    seen = []
+    for run_dir in sorted(Path(d) for d in run_dirs):
+        folder = run_dir / FOLDER
+        paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
+        seen += [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths if p.is_file()]
+    return hashlib.sha256(json.dumps(seen).encode()).hexdigest()[:16]
+
+
 @dataclass
 class RunRatings:
     """A run's choices handed back: per step the tallies, and the files skipped."""
