@@ -7,6 +7,22 @@ kohya's training metadata (`ss_*`, train_network.py) with Stability's model spec
 (`modelspec.*`, sai_model_spec 1.0.0). No wall-clock fields (kohya's
 `ss_training_finished_at`, `modelspec.date` are optional): the same tensors and settings must
 give the same bytes, which the renders' cache keys on.
+
+The other networks kohya's tools load from the same file layout, each module's tensors under
+its stem (`validate_network` checks every form):
+
+    lora, locon   `lora_down.weight`, `lora_up.weight`, `alpha` (a conv layer's down
+                  [r, in, k, k] and up [out, r, 1, 1], as networks/lora.py and LyCORIS's LoCon
+                  write them)
+    dora          the same and `dora_scale`, the magnitude [out, 1] (LyCORIS's `dora_wd` with
+                  `wd_on_output`, its default)
+    lokr          `lokr_w1`, `lokr_w2` or `lokr_w2_a` and `lokr_w2_b`, `alpha` (LyCORIS)
+    loha          `hada_w1_a`, `hada_w1_b`, `hada_w2_a`, `hada_w2_b`, `alpha` (LyCORIS)
+
+A LyCORIS network says `ss_network_module` "lycoris.kohya" (sd-scripts' `--network_module`
+for LyCORIS) and its `algo` and settings in `ss_network_args`, as sd-scripts records its
+`--network_args`; a network that trains the text encoders records `ss_text_encoder_lr` and
+`ss_network_train_unet_only` "False".
 """
 
 from __future__ import annotations
@@ -41,14 +57,24 @@ class Network:
     steps: int = 0
     size: int = 1024  # the training resolution, square
     base_model: str = ""  # ss_sd_model_name
+    module: str = "networks.lora"  # ss_network_module; "lycoris.kohya" for LyCORIS's
+    args: tuple[tuple[str, str], ...] = ()  # further ss_network_args (algo, conv_dim, ...)
+    text_encoder_lr: float | None = None  # ss_text_encoder_lr where the text encoders train
 
     def metadata(self) -> dict[str, str]:
+        text_encoders = {}
+        if self.text_encoder_lr is not None:
+            text_encoders = {
+                "ss_text_encoder_lr": number(self.text_encoder_lr),
+                "ss_network_train_unet_only": "False",
+            }
         return {
             # kohya sd-scripts' training metadata (train_network.py), the keys its tools read
-            "ss_network_module": "networks.lora",
+            "ss_network_module": self.module,
             "ss_network_dim": str(self.dim),
-            "ss_network_alpha": _number(self.alpha),
-            "ss_network_args": json.dumps({"target": list(self.target)}),
+            "ss_network_alpha": number(self.alpha),
+            "ss_network_args": json.dumps({"target": list(self.target), **dict(self.args)}),
+            **text_encoders,
             "ss_base_model_version": self.base_model_version,
             "ss_v2": "False",
             "ss_output_name": self.name,
@@ -107,5 +133,75 @@ def validate(path: Path, prefix: str) -> tuple[dict[str, str], list[str]]:
     return metadata, stems
 
 
-def _number(x: float) -> str:
+# Each network's tensors per module (a stem's suffixes, `alpha` aside), by algorithm name.
+FORMS = {
+    "lora": frozenset({"lora_down.weight", "lora_up.weight"}),
+    "dora": frozenset({"lora_down.weight", "lora_up.weight", "dora_scale"}),
+    "lokr": frozenset({"lokr_w1", "lokr_w2"}),
+    "lokr_split": frozenset({"lokr_w1", "lokr_w2_a", "lokr_w2_b"}),
+    "loha": frozenset({"hada_w1_a", "hada_w1_b", "hada_w2_a", "hada_w2_b"}),
+}
+_SUFFIXES = sorted({s for form in FORMS.values() for s in form} | {"alpha"}, key=len, reverse=True)
+
+
+def validate_network(
+    path: Path, prefixes: tuple[str, ...]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Check a kohya-layout file of any network above from its header: readable, every key
+    `<stem>.<tensor>` with a stem under one of `prefixes`, each stem's tensors one form whose
+    ranks chain, with its `.alpha`, and the `ss_network_dim` / `modelspec.architecture`
+    metadata. Returns (metadata, {stem: form})."""
+    path = Path(path)
+    metadata, shapes, _ = read_header(path)
+    tensors: dict[str, dict[str, tuple[int, ...]]] = {}
+    for key, shape in shapes.items():
+        suffix = next((s for s in _SUFFIXES if key.endswith(f".{s}")), None)
+        stem = key[: -len(suffix) - 1] if suffix else ""
+        if suffix is None or not stem.startswith(prefixes):
+            raise FormatError(
+                f"{path}: key {key!r} is not <{'|'.join(prefixes)}…>.<lora_down.weight|"
+                "lora_up.weight|dora_scale|lokr_w1|lokr_w2|lokr_w2_a|lokr_w2_b|hada_w1_a|…|alpha>"
+            )
+        tensors.setdefault(stem, {})[suffix] = shape
+    if not tensors:
+        raise FormatError(f"{path}: no modules")
+    forms = {}
+    for stem, found in sorted(tensors.items()):
+        if "alpha" not in found:
+            raise FormatError(f"{path}: no .alpha for {stem}")
+        factors = frozenset(found) - {"alpha"}
+        form = next((name for name, want in FORMS.items() if factors == want), None)
+        if form is None:
+            raise FormatError(
+                f"{path}: {stem} holds {sorted(factors)}, no network's set of tensors"
+            )
+        _chain(path, stem, form, found)
+        forms[stem] = form.removesuffix("_split")
+    if "ss_network_dim" not in metadata or "modelspec.architecture" not in metadata:
+        raise FormatError(f"{path}: no ss_network_dim / modelspec.architecture metadata")
+    return metadata, forms
+
+
+def _chain(path: Path, stem: str, form: str, shapes: dict[str, tuple[int, ...]]) -> None:
+    """The factors of one module multiply: the inner sizes agree."""
+    pairs = {
+        "lora": [("lora_down.weight", 0, "lora_up.weight", 1)],
+        "dora": [
+            ("lora_down.weight", 0, "lora_up.weight", 1),
+            ("lora_up.weight", 0, "dora_scale", 0),
+        ],
+        "lokr_split": [("lokr_w2_a", 1, "lokr_w2_b", 0)],
+        "loha": [
+            ("hada_w1_a", 1, "hada_w1_b", 0),
+            ("hada_w2_a", 1, "hada_w2_b", 0),
+            ("hada_w1_a", 0, "hada_w2_a", 0),
+        ],
+    }
+    for first, i, second, j in pairs.get(form, []):
+        a, b = shapes[first], shapes[second]
+        if len(a) <= i or len(b) <= j or a[i] != b[j]:
+            raise FormatError(f"{path}: {stem}: {first} {a} and {second} {b} do not chain")
+
+
+def number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))

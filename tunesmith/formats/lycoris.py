@@ -13,6 +13,12 @@ each reader applies a scale of 1 to the trained kron(s·w1, w2):
   `merge_to` and `onfly_merge` take, multiplies its `get_weight` (already scaled) by the scale
   again: a merge would apply (alpha/dim)², 50 % too much at alpha/dim = 1.5;
 - ComfyUI reads `.alpha` / dim, which is then 1.
+
+LoHa has the same double scale in LyCORIS 4.1.3 (`LohaModule.get_weight` scales by alpha/dim,
+`get_diff_weight` once more), so `folded` puts a module's scale into the factor its algorithm
+multiplies first (`lokr_w1`, `hada_w1_a`) and writes `.alpha` = the module's dim for LoKr and
+LoHa alike, whatever the keys' prefix (kohya's `lora_unet_…` files hold the same tensors).
+LoCon (`lora_down` / `lora_up`) scales once everywhere and keeps its alpha.
 """
 
 from __future__ import annotations
@@ -59,6 +65,45 @@ def lokr_tensors(
             if factor != "lokr_w1":
                 out[f"{key}.{factor}"] = _tensor(value, dtype)
         out[f"{key}.alpha"] = torch.tensor(float(dim), dtype=dtype or torch.float32)
+    return out
+
+
+# The factor each algorithm's scale is folded into (the first in LyCORIS's product), and each
+# algorithm's tensors as LyCORIS's modules name them (`weight_list`), alpha aside.
+SCALED_FACTOR = {"lokr": "lokr_w1", "loha": "hada_w1_a"}
+ALGO_FACTORS = {
+    "lokr": ("lokr_w1", "lokr_w2", "lokr_w2_a", "lokr_w2_b"),
+    "loha": ("hada_w1_a", "hada_w1_b", "hada_w2_a", "hada_w2_b"),
+    "locon": ("lora_down.weight", "lora_up.weight", "dora_scale"),
+}
+
+
+def folded(
+    factors: Mapping[str, torch.Tensor],
+    algo: str,
+    alpha: float,
+    dim: int,
+    dtype: torch.dtype | None = None,
+) -> dict[str, torch.Tensor]:
+    """One module's tensors (`factor` → tensor, as LyCORIS's module names them, `alpha` left
+    out) as a file holds them, for a module that trained at `alpha` / `dim`: for LoKr and LoHa
+    that scale multiplied into `SCALED_FACTOR[algo]` before the rounding to `dtype` and
+    `alpha` = `dim` (module docstring); for LoCon the factors as they are and `alpha`."""
+    import torch
+
+    if algo not in ALGO_FACTORS:
+        raise FormatError(f"algorithm {algo!r}: one of {', '.join(ALGO_FACTORS)}")
+    unknown = sorted(set(factors) - set(ALGO_FACTORS[algo]))
+    if unknown:
+        raise FormatError(f"{algo}: tensors {unknown} are not LyCORIS's {algo} factors")
+    first = SCALED_FACTOR.get(algo)
+    out = {}
+    for factor, value in factors.items():
+        value = value.detach()
+        if factor == first:
+            value = value.float() * (alpha / dim)
+        out[factor] = _tensor(value, dtype)
+    out["alpha"] = torch.tensor(float(dim) if first else float(alpha), dtype=dtype or torch.float32)
     return out
 
 
