@@ -2,7 +2,9 @@
 
 model.py        the base model folder: check, load; encode pictures (VAE posterior) and captions
 encoded.py      stage `encoded`: per picture its posterior, per distinct caption both text
-                encoders' outputs, cached in the store
+                encoders' outputs, cached in the store; with kohya's data options
+                (data_options.py) each picture at its bucket (buckets.py), flipped, with its
+                mask (masks.py), and its caption's variants (captions.py)
 objective.py    the LoRA objective: the UNet with adapters, its loss, the validation loss
 options.py      kohya's loss, noise, schedule, optimizer and EMA options, as kohya computes them
 trainer.py      one run as a trainer of the one loop: passes, holdout, files, state
@@ -53,10 +55,9 @@ class Sdxl(Family):
         check_base_model(folder)
 
     def encode(self, request):
-        from tunesmith.encoding import encode
-        from tunesmith.families.sdxl.encoded import Pictures
+        from tunesmith.families.sdxl.encoded import encode  # Pictures, or Shaped with options
 
-        return encode(request, Pictures)
+        return encode(request)
 
     def trainer(self, backend: str) -> type:
         from tunesmith.families.sdxl.trainer import SdxlTrainer

@@ -311,6 +311,14 @@ class BucketOrder:
             counts[bucket] = counts.get(bucket, 0) + 1
         return sum(math.ceil(n / self.batch_size) for n in counts.values())
 
+    def state(self, key: str) -> tuple[dict, dict]:
+        """Its part of a trainer's state, as `tunesmith.train.order.Order.state` gives it:
+        no tensors (no generator to keep), `state_dict()` as `<key>` and the `epoch`."""
+        return {}, {key: self.state_dict(), "epoch": self.epoch}
+
+    def load_state(self, tensors: dict, document: dict, key: str) -> None:
+        self.load_state_dict(document[key])
+
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "position": self.position}
 

@@ -4,7 +4,8 @@ diffusers' SDXL LoRA trainers make it (docs/conventions/sdxl.md).
 The loss, noise, schedule, batch and optimizer options carry kohya sd-scripts' names and
 meanings (its train_network.py arguments, library/train_util.py and
 library/custom_train_functions.py; `options.py` computes them), each at the value that trains
-as the run did before it was added (`LATER`).
+as the run did before it was added (`LATER`). So do its data options, from `SdxlDataOptions`
+(data_options.py: buckets, long captions, caption variants and dropout, flips, masks).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+from tunesmith.families.sdxl import data_options
+from tunesmith.families.sdxl.data_options import SdxlDataOptions
 from tunesmith.train.config import AdapterConfig, DemoConfig, TrainConfig
 from tunesmith.train.schema import (
     Count,
@@ -39,7 +42,7 @@ class SdxlAdapter(AdapterConfig):
 
 
 @dataclass(frozen=True)
-class SdxlTrain(TrainConfig):
+class SdxlTrain(TrainConfig, SdxlDataOptions):
     lr: Positive = 1e-4  # diffusers' train_text_to_image_lora_sdxl default
     size: Annotated[int, Ge(8), MultipleOf(8)] = 1024  # the square side pictures are fitted to
     # (SDXL's own 1024; the VAE halves a side three times)
@@ -91,11 +94,13 @@ def problems(run) -> list[str]:
             f"to decay over in train.steps {t.steps} (diffusers' schedule divides by their "
             "difference): fewer warmup steps, or more steps"
         )
+    found += data_options.problems(t)  # the bucket steps and sides, as kohya checks them
     return found
 
 
 # The settings added to runs that were already keyed, at the defaults that train as before
-# (`ConfigSections.later`): kohya's loss, noise, schedule, batch and optimizer options.
+# (`ConfigSections.later`): kohya's loss, noise, schedule, batch and optimizer options, and
+# its data options (data_options.py).
 LATER = {
     "train": {
         "min_snr_gamma": 0.0,
@@ -114,5 +119,6 @@ LATER = {
         "gradient_accumulation_steps": 1,
         "ema_decay": 0.0,
         "optimizer": "AdamW",
+        **data_options.LATER["train"],
     },
 }

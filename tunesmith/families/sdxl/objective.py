@@ -10,8 +10,19 @@ One step (docs/conventions/sdxl.md, "One step"):
     loss = mean((UNet(x_t, t, prompt_embeds, text_embeds = pooled, time_ids) − target)²)
 
 with target ε, or v = √ᾱ_t·ε − √(1 − ᾱ_t)·x0 where the scheduler says `v_prediction`, and
-time_ids = [orig_h, orig_w, crop_top, crop_left, size, size] as
-`StableDiffusionXLPipeline._get_add_time_ids` builds them.
+time_ids = [orig_h, orig_w, crop_top, crop_left, target_h, target_w] as
+`StableDiffusionXLPipeline._get_add_time_ids` builds them (the target is the square of
+`size`, or the picture's bucket).
+
+kohya's data options (data_options.py) come to a step as the pictures it sees (`Choices`):
+with `flip_aug`, each picture is its flipped posterior (its time_ids' crop left, its mask
+flipped) with probability ½; with caption variants or dropout, its caption is one of its
+variants, or the empty caption at `caption_dropout_rate` (`captions.pick_caption`). These draws
+come from the training generator after t, ε₁ and ε and before the noise options' (the adaptive
+offset reads the chosen picture's x0), so a run without them draws what it drew before. With
+`masked_loss`, the element-wise loss is weighed by the picture's latent mask before the
+per-picture weights and the mean (kohya: `apply_masked_loss`, then min-SNR or debiased, then
+the mean): a half-masked picture weighs half, a fully masked one gives no gradient.
 
 The adapter: PEFT LoRA on every `to_q`, `to_k`, `to_v`, `to_out.0` of the UNet, the layer answering
 W·x + (alpha/rank)·B·(A·x), A random and B zero, so step 0 is exactly the base model.
@@ -36,11 +47,13 @@ The loop around it is `trainer.py`; the files it writes are `files.py`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
+from tunesmith.families.sdxl import captions, data_options, masks
 from tunesmith.families.sdxl.options import (
     LossOptions,
     debiased_weight,
@@ -58,16 +71,56 @@ RANK = 16
 ADAPTER = "default"
 
 
+@dataclass(frozen=True)
+class Flipped:
+    """A picture flipped left to right (`flip_aug`): its own posterior and crop conditioning."""
+
+    mean: torch.Tensor  # [4, h, w]
+    logvar: torch.Tensor
+    time_ids: torch.Tensor  # [6]: the crop left counted from the right edge (buckets.py)
+
+
 @dataclass
 class Picture:
-    """One training picture as the `encoded` stage stores it, ready for a step."""
+    """One training picture as the `encoded` stage stores it, ready for a step; the fields
+    after `name` are kohya's data options' (the defaults: none of them)."""
 
     mean: torch.Tensor  # [4, h, w] posterior mean, unscaled
     logvar: torch.Tensor  # [4, h, w]
-    prompt_embeds: torch.Tensor  # [77, C1 + C2]
+    prompt_embeds: torch.Tensor  # [77 (152, 227), C1 + C2]: the caption as written
     pooled: torch.Tensor  # [P]
     time_ids: torch.Tensor  # [6]
     name: str = ""
+    text: str = ""  # the caption's text.safetensors (as written)
+    mask: torch.Tensor | None = None  # [h, w] weights on the latent grid (masked_loss)
+    flipped: Flipped | None = None  # the picture flipped (flip_aug)
+    variants: tuple[str, ...] = ()  # text.safetensors of the captions a step picks from
+    empty: tuple[torch.Tensor, torch.Tensor] | None = None  # the empty caption (dropout)
+
+    @property
+    def bucket(self) -> tuple[int, int]:
+        """(width, height) of its target size: its bucket, or the square."""
+        return int(self.time_ids[5]), int(self.time_ids[4])
+
+    def chosen(self, flip: bool = False, caption: int | None = 0) -> Picture:
+        """The picture as one step sees it: flipped or not, with caption `caption` of its
+        variants (0 where it has none: the caption as written), None: the empty caption."""
+        from tunesmith.families.sdxl.encoded import load_caption
+
+        mean, logvar, ids, mask = self.mean, self.logvar, self.time_ids, self.mask
+        if flip:
+            if self.flipped is None:
+                raise ValueError(f"{self.name}: no flipped posterior (encoded without flip_aug)")
+            mean, logvar, ids = self.flipped.mean, self.flipped.logvar, self.flipped.time_ids
+            mask = masks.flipped(mask) if mask is not None else None
+        embeds, pooled = self.prompt_embeds, self.pooled
+        if caption is None:
+            if self.empty is None:
+                raise ValueError(f"{self.name}: no empty caption (encoded without dropout)")
+            embeds, pooled = self.empty
+        elif self.variants and self.variants[caption] != self.text:
+            embeds, pooled = load_caption(self.variants[caption])  # read when picked
+        return Picture(mean, logvar, embeds, pooled, ids, self.name, mask=mask)
 
 
 def time_ids(
@@ -78,21 +131,109 @@ def time_ids(
     return torch.tensor([*original_size, *crop_top_left, *target_size], dtype=torch.float32)
 
 
-def pictures_from_frame(frame) -> list[Picture]:
-    """`Picture`s from the `encoded` stage's frame (one row per picture, its store files)."""
-    from tunesmith.families.sdxl.encoded import load_caption, load_posterior
+def pictures_from_frame(frame, option=None) -> list[Picture]:
+    """`Picture`s from the `encoded` stage's frame (one row per picture, its store files).
 
+    A frame with kohya's data options' columns (`encoded.SHAPED_COLUMNS`) gives each picture
+    its target size (its bucket), its flipped posterior, its mask and its caption choices; a
+    column that is missing or empty (None, NaN) leaves that option off, and so does
+    `option` (a run's `SdxlDataOptions`) where it is given and has it off. The caption as
+    written, the posteriors and the mask are read now; a variant is read when a step picks
+    it, so a run holds one caption per picture, as before, however many variants it has."""
+    from tunesmith.families.sdxl.encoded import (
+        load_caption,
+        load_mask,
+        load_posterior,
+        text_choices,
+    )
+
+    flips = option is None or option.flip_aug
+    masked = option is None or option.masked_loss
+    varied = option is None or data_options.varied(option)
+    dropped = option is None or option.caption_dropout_rate > 0
+    empties: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # read once, shared
     out = []
     for row in frame.to_dict("records"):
         mean, logvar = load_posterior(row["posterior"])
         embeds, pooled = load_caption(row["text"])
-        ids = time_ids(
-            (int(row["original_height"]), int(row["original_width"])),
-            (int(row["crop_top"]), int(row["crop_left"])),
-            (int(row["size"]), int(row["size"])),
+        size = int(row["size"])
+        target = (_whole(row.get("target_height"), size), _whole(row.get("target_width"), size))
+        original = (int(row["original_height"]), int(row["original_width"]))
+        top = int(row["crop_top"])
+        ids = time_ids(original, (top, int(row["crop_left"])), target)
+        flipped = None
+        if flips and _given(row.get("flipped_posterior")):
+            flipped_mean, flipped_logvar = load_posterior(row["flipped_posterior"])
+            crop = (top, int(row["flipped_crop_left"]))
+            flipped = Flipped(flipped_mean, flipped_logvar, time_ids(original, crop, target))
+        mask = load_mask(row["mask"]) if masked and _given(row.get("mask")) else None
+        variants, empty_path = text_choices(row)
+        variants = variants if varied else [row["text"]]
+        empty = None
+        if dropped and empty_path is not None:
+            if empty_path not in empties:
+                empties[empty_path] = load_caption(empty_path)
+            empty = empties[empty_path]
+        out.append(
+            Picture(
+                mean,
+                logvar,
+                embeds,
+                pooled,
+                ids,
+                row["path"],
+                text=row["text"],
+                mask=mask,
+                flipped=flipped,
+                variants=tuple(variants),
+                empty=empty,
+            )
         )
-        out.append(Picture(mean, logvar, embeds, pooled, ids, row["path"]))
     return out
+
+
+def _given(value) -> bool:
+    """A path in a table column: a string (None and NaN are no path)."""
+    return isinstance(value, str) and bool(value)
+
+
+def _whole(value, default: int) -> int:
+    """An int column's value; `default` where the column is missing or empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return default
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What a step draws for each of its pictures under kohya's data options: flipped or not
+    (½, `flip_aug`), and which caption (`captions.pick_caption`: one of its variants, or the
+    empty caption at `caption_dropout_rate`). Per picture, in the batch's order: the flip,
+    then the caption's two draws. A run with neither option draws nothing (`of` is None)."""
+
+    flip: bool = False
+    captions: bool = False
+    dropout_rate: float = 0.0
+
+    @classmethod
+    def of(cls, train) -> Choices | None:
+        o = data_options.options(train)
+        picks = data_options.varied(o) or o.caption_dropout_rate > 0
+        if not (o.flip_aug or picks):
+            return None
+        return cls(o.flip_aug, picks, float(o.caption_dropout_rate))
+
+    def __call__(self, pictures: list[Picture], generator: torch.Generator) -> list[Picture]:
+        out = []
+        for picture in pictures:
+            # kohya: flip_aug and random.random() < 0.5, per picture (train_util.py)
+            flip = self.flip and torch.rand((), generator=generator).item() < 0.5
+            caption = 0
+            if self.captions:
+                count = max(1, len(picture.variants))
+                caption = captions.pick_caption(count, self.dropout_rate, generator)
+            out.append(picture.chosen(flip, caption))
+        return out
 
 
 @dataclass
@@ -158,6 +299,7 @@ class SdxlLora:
             raise ValueError(f"prediction_type {self.prediction_type!r}: epsilon or v_prediction")
         self.options = options or LossOptions()  # kohya's loss and noise options; none: MSE
         self._checked = False
+        self._weighed = False  # a picture of this step counted (its mask is not all zero)
         self.gradient_note = ""  # check_gradients' note at the first step, for the run's log
 
     # -- the factors ----------------------------------------------------------------------
@@ -231,10 +373,14 @@ class SdxlLora:
         eps1: torch.Tensor,
         noise: torch.Tensor,
     ) -> torch.Tensor:
-        """Σ over pictures of w_b · Σ ℓ over the picture's elements, fp32: the training loss
-        times the element count (`options.py`); `squared_error` at the default options."""
+        """Σ over pictures of w_b · Σ m·ℓ over the picture's elements, fp32: the training loss
+        times the element count (`options.py`; m the latent mask where the batch has one,
+        applied before the weights as kohya's `apply_masked_loss`); `squared_error` at the
+        default options."""
         options = self.options
-        if options.plain_loss:
+        weights = self.masks(pictures)
+        self._weighed = self._weighed or weights is None or bool(weights.any())
+        if options.plain_loss and weights is None:
             return self.squared_error(pictures, t, eps1, noise)
         prediction, target = self.prediction_and_target(pictures, t, eps1, noise)
         t = t.to(self.device)
@@ -243,8 +389,9 @@ class SdxlLora:
             c = huber_threshold(
                 t, options.huber_c, options.huber_schedule, self.alphas_cumprod, self.levels
             )
-        per_picture = elementwise_loss(prediction, target, options.loss_type, c)
-        per_picture = per_picture.sum(dim=tuple(range(1, per_picture.ndim)))
+        per_element = elementwise_loss(prediction, target, options.loss_type, c)
+        per_element = masks.apply_masked_loss(per_element, weights)
+        per_picture = per_element.sum(dim=tuple(range(1, per_element.ndim)))
         v_prediction = self.prediction_type == "v_prediction"
         snr = signal_to_noise(self.alphas_cumprod, t).to(per_picture)
         if options.min_snr_gamma:
@@ -252,6 +399,15 @@ class SdxlLora:
         if options.debiased_estimation:
             per_picture = per_picture * debiased_weight(snr, v_prediction)
         return per_picture.sum()
+
+    def masks(self, pictures: list[Picture]) -> torch.Tensor | None:
+        """[B, h, w] latent masks on the device (ones for a picture without one); None where
+        no picture of the batch has a mask."""
+        if all(p.mask is None for p in pictures):
+            return None
+        ones = lambda p: torch.ones(p.mean.shape[-2:])  # noqa: E731
+        stacked = torch.stack([p.mask if p.mask is not None else ones(p) for p in pictures])
+        return stacked.to(self.device, torch.float32)
 
     def loss(self, pictures, t, eps1, noise) -> torch.Tensor:
         """The training loss: mean((UNet(x_t, t, caption) − target)²) at the default options,
@@ -262,15 +418,24 @@ class SdxlLora:
         """(t [B], ε₁, ε) for one step: a level uniform over the scheduler's, fresh noises;
         then, where the run asks, ε with kohya's noise offset and multires noise, drawn after
         them (`options.kohya_noise`, on the whole batch)."""
+        return self.draw_step(pictures, generator)[1]
+
+    def draw_step(
+        self, pictures: list[Picture], generator: torch.Generator, choose: Choices | None = None
+    ) -> tuple[list[Picture], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """(the pictures as the step sees them, (t, ε₁, ε)): `draw`, with `choose`'s flips and
+        captions drawn after t, ε₁ and ε and before the noise options' draws."""
         shape = (len(pictures), *pictures[0].mean.shape)
         t = torch.randint(0, self.levels, (len(pictures),), generator=generator)
         eps1 = torch.randn(shape, generator=generator)
         noise = torch.randn(shape, generator=generator)
+        if choose is not None:
+            pictures = choose(pictures, generator)
         if not self.options.plain_noise:
             # The adaptive offset reads x0's mean: the same draw the loss makes, on the CPU.
             x0 = self.x0(pictures, eps1, "cpu") if self.options.adaptive_noise_scale else None
             noise = kohya_noise(noise, x0, self.options, generator)
-        return t, eps1, noise
+        return pictures, (t, eps1, noise)
 
     def backward(self, pictures, t, eps1, noise) -> float:
         """Gradients of the mean loss on the factors; returns the loss.
@@ -302,9 +467,11 @@ class SdxlLora:
             for p in self.parameters():
                 if p.grad is not None:
                     p.grad.div_(reference)
-        if not self._checked:
+        # A step whose pictures were all masked out has no gradient to check: the check waits.
+        if not self._checked and self._weighed:
             self.gradient_note = self.check_gradients()
             self._checked = True
+        self._weighed = False
 
     def check_gradients(self) -> str:
         """Every layer's B has a gradient that is finite and not zero, at the first step.

@@ -9,8 +9,7 @@ clipping, one optimizer update (AdamW by default; kohya's AdamW8bit, Prodigy and
 `train.optimizer`), the lr schedule's step (`train.lr_scheduler`, diffusers' get_scheduler per
 update; constant by default) and, with `train.ema_decay`, the EMA's update (`options.py`).
 A step's loss is the mean of its micro-batches' losses; its lr the one the update used. The
-validation loss
-is measured on the held-out pictures (the kvad trainer's fixed set,
+validation loss is measured on the held-out pictures (the kvad trainer's fixed set,
 `tunesmith.train.holdout.LAST_OF_SORTED`) at levels 125/375/625/875 with fixed noise; the
 demos are drawn into `samples/<demo>-<step>.png` by the renders stage's own `render_demo`, so
 row 0 is the base model's picture. The adapter with the lowest validation loss is
@@ -22,17 +21,36 @@ With an EMA, the EMA of the adapter is what is validated, rendered and written (
 adapter is the EMA with the lowest validation loss), as SimpleTuner does; training goes on from
 the adapter's own values, and the state keeps both.
 
+kohya's data options (data_options.py; the `encoded` stage made what they need):
+
+- `buckets = true`: the order is `buckets.BucketOrder`, every micro-batch the pictures of one
+  bucket (the last of each bucket shorter), in kohya's order of (seed, epoch); each picture's
+  time_ids have its bucket as the target size. Its state is (epoch, position).
+- `flip_aug`, caption variants (`shuffle_caption`, `caption_tag_dropout_rate`) and
+  `caption_dropout_rate`: per picture and step, drawn from the training generator after t, ε₁
+  and ε (`objective.Choices`): the flipped posterior with probability ½, one of the caption's
+  variants, or the empty caption.
+- `masked_loss`: each picture's latent mask weighs its loss (objective.py).
+- `max_token_length` 150 or 225: every caption of the run, its variants and the empty one were
+  encoded at that length (152 or 227 positions), so every batch shares one length: nothing is
+  padded or grouped (a frame that mixes lengths is refused at the start, in one line).
+
+Validation always uses each held-out picture as written: unflipped, its caption as written,
+at its own bucket, the plain MSE (unmasked).
+
 Three random sources, all seeded from the run's seed and saved with the state: the order
-generator (the passes), the training generator (t, ε₁, ε and the noise options' draws) and the
+generator (the passes; with buckets, Python's `random` seeded seed + epoch, as kohya's), the
+training generator (t, ε₁, ε, the flips' and captions' draws and the noise options') and the
 adapters' initial A (drawn once, then part of the state). Validation and samples draw from
-none of them. The state also keeps the optimizer's, the schedule's and the EMA's. Captions are
-used as written. With `train.gradient_checkpointing = true` the UNet recomputes its blocks in
-the backward pass (`SdxlLora`); anything else trains without (the fit resolved "auto").
+none of them. The state also keeps the optimizer's, the schedule's and the EMA's. With
+`train.gradient_checkpointing = true` the UNet recomputes its blocks in the backward pass
+(`SdxlLora`); anything else trains without (the fit resolved "auto").
 
 On several processes (`train.devices`, `tunesmith.train.distributed`) every rank draws the
-global batch and its t, ε₁ and ε as above, keeps pictures `rank::world`, and DDP over the
-UNet's adapter sums the gradients (at a step's last micro-batch; the others accumulate under
-`no_sync`); rank 0 alone validates and renders.
+global batch and its draws as above, keeps pictures `rank::world` (a rank a short bucket batch
+leaves without one takes the first at weight 0), and DDP over the UNet's adapter sums the
+gradients (at a step's last micro-batch; the others accumulate under `no_sync`); rank 0 alone
+validates and renders.
 """
 
 from __future__ import annotations
@@ -43,9 +61,16 @@ from pathlib import Path
 
 import torch
 
-from tunesmith.families.sdxl import files
+from tunesmith.families.sdxl import data_options, files
+from tunesmith.families.sdxl.buckets import BucketOrder
 from tunesmith.families.sdxl.model import load_pipeline
-from tunesmith.families.sdxl.objective import Picture, SdxlLora, ValidationSet, pictures_from_frame
+from tunesmith.families.sdxl.objective import (
+    Choices,
+    Picture,
+    SdxlLora,
+    ValidationSet,
+    pictures_from_frame,
+)
 from tunesmith.families.sdxl.options import (
     AdapterEma,
     LossOptions,
@@ -102,7 +127,12 @@ def shared_backward(
     rank, world = distributed.rank_and_world()
     t, eps1, noise = draws  # the one-process draws, on every rank
     mine = [distributed.share(x, rank, world) for x in (pictures, t, eps1, noise)]
+    none = not mine[0]  # a short batch (a bucket's last) leaves this rank no picture:
+    if none:  # it takes the first at weight 0, so it still joins the gradients' sum
+        mine = [x[:1] for x in (pictures, t, eps1, noise)]
     local = replica(*mine)  # Σ of the training loss over this rank's elements
+    if none:
+        local = local * 0.0
     count = eps1.numel()
     if lora.half:  # the sum into backward, the fp32 gradients divided back (`finish`)
         scale = share * reference / count
@@ -122,7 +152,14 @@ class SdxlTrainer:
     def __init__(self, run, base_model: Path, encoded, run_dir: Path, placement, metadata) -> None:
         cfg = run.train
         self.run, self.metadata, self.size = run, metadata, cfg.size
-        pictures = pictures_from_frame(encoded)
+        pictures = pictures_from_frame(encoded, data_options.options(cfg))
+        lengths = sorted({p.prompt_embeds.shape[0] for p in pictures})
+        if len(lengths) > 1:
+            raise ConfigError(
+                f"run {run.name}: its captions are encoded at {' and '.join(map(str, lengths))} "
+                "positions, where a batch needs one length (a run's captions are all encoded "
+                "at its train.max_token_length): build the encoded stage again"
+            )
         split = split_holdout(pictures, cfg.holdout, lambda p: p.name, LAST_OF_SORTED, "picture")
         self.pipe = load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
         self.lora = SdxlLora(
@@ -149,7 +186,12 @@ class SdxlTrainer:
         self.start_note = optimizer_note(cfg.optimizer, cfg.lr)
         self.validation_note = split.note("picture")
         # The order's generator is seeded apart from the training generator.
-        self.order = Order(len(split.train), cfg.batch_size, cfg.seed + 2, ORDER)
+        self.order: Order | BucketOrder
+        if data_options.options(cfg).buckets:  # batches of one bucket: kohya's seed + epoch
+            self.order = BucketOrder([p.bucket for p in self.train], cfg.batch_size, cfg.seed)
+        else:
+            self.order = Order(len(split.train), cfg.batch_size, cfg.seed + 2, ORDER)
+        self.choices = Choices.of(cfg)  # flips and captions per step; None: neither
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.device = placement.device
         self.names = PeftNames(run_dir, run.name)
@@ -171,8 +213,8 @@ class SdxlTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         losses, levels, reference = [], [], 0
         for index in range(n):
-            pictures = [self.train[i] for i in self.order.next()]
-            draws = lora.draw(pictures, self.generator)
+            items = [self.train[i] for i in self.order.next()]
+            pictures, draws = lora.draw_step(items, self.generator, self.choices)
             reference = reference or draws[1].numel()  # the half-precision gradients' divisor
             if self.replica is None:
                 loss = lora.accumulate(pictures, *draws, 1.0 / n, reference)
