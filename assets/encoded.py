@@ -71,6 +71,12 @@ def encoded(
         seconds=sum(r.seconds for r in results),
         extra={"warnings": _warnings(results)},
     )
+    buckets = {run: n for r in results for run, n in r.extra.get("buckets", {}).items()}
+    for run, counts in buckets.items():  # kohya's listing of a bucketed dataset
+        listed = ", ".join(f"{bucket} {n}" for bucket, n in counts.items())
+        context.log.info(f"{run}: {sum(counts.values())} pictures in buckets: {listed}")
+    if buckets:
+        result.extra["buckets"] = buckets
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"model": []})
     store.set_roots(f"{key}/encoded", keys)
     log_capped(context.log.warning, [f"skipped {s.path}: {s.reason}" for s in result.skipped])
@@ -82,6 +88,7 @@ def encoded(
         warnings=capped_text(_warnings(results), empty=""),
         # `tunesmith status` calls the stage stale once one of these is whole (freshness.py)
         missing_base_models=dg.MetadataValue.json(lacking),
+        **({"buckets": dg.MetadataValue.json(buckets)} if buckets else {}),
     )
 
 

@@ -439,6 +439,11 @@ def test_a_build_with_buckets_trains_and_a_second_build_computes_nothing(
     assert first["encoded"]["computed"] == len(PICTURES)
     assert first["adapters"]["computed"] == 1 and first["checks"]["sdxl_files"]
     out = Path(storage.out_root) / "shapes"
+    # the pictures per bucket, as kohya lists them, in the metadata and the report
+    counts = first["encoded"]["buckets"]["buckets"]
+    assert sum(counts.values()) == len(PICTURES) and len(counts) == 3, counts
+    report = json.loads((out / "report.json").read_text())
+    assert report["stages"]["encoded"]["buckets"] == {"buckets": counts}
     [run_dir] = (out / "adapters").glob("buckets-*")
     assert (run_dir / "buckets.safetensors").exists()
     # nine training pictures in three buckets, batches of two: six an epoch; four taken

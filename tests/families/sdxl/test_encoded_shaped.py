@@ -15,10 +15,11 @@ import pytest
 import torch
 from PIL import Image
 
+from tunesmith import encoding
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
 from tunesmith.dataset.manifest import build_manifest
-from tunesmith.families.sdxl import FAMILY, buckets, model
+from tunesmith.families.sdxl import buckets, model
 from tunesmith.families.sdxl import encoded as stage
 from tunesmith.families.sdxl.config import SdxlTrain
 from tunesmith.families.sdxl.data_options import SdxlDataOptions
@@ -250,7 +251,7 @@ def test_a_dataset_whose_runs_set_no_option_is_encoded_as_before(dataset, tiny_s
         CPU,
         dataset.parent / "fp.json",
     )
-    theirs = FAMILY.encode(request)  # the family's own hook today: Pictures alone
+    theirs = encoding.encode(request, stage.Pictures)  # the encoder before the data options
     assert list(ours.frame.columns) == list(stage.COLUMNS) and ours.frame.equals(theirs.frame)
     assert ours.result.data_version == theirs.result.data_version
     both = build(dataset, [run, run_with(tiny_sdxl, name="bucketed", **BUCKETS)], store)
