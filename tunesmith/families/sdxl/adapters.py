@@ -428,8 +428,8 @@ class Adapter:
 
     def peft_tensors(self) -> dict[str, torch.Tensor]:
         """`<component>.<module>.lora_A.weight` [r, in(, k, k)], `.lora_B.weight`
-        [out, r(, 1, 1)] (and `.lora_magnitude_vector` [out]) float32, as diffusers'
-        `save_lora_weights` names PEFT's state: lora, dora, locon."""
+        [out, r(, 1, 1)] (and the magnitude [out]) float32, as diffusers' `save_lora_weights`
+        names PEFT's state: lora, dora, locon."""
         if self.spec.type not in PEFT_FILE_TYPES:
             raise AdapterError(f"diffusers reads no {self.spec.type} file for SDXL")
         out = {}
@@ -443,7 +443,12 @@ class Adapter:
                 factors = self.factors(layer)
                 named = {"lora_A.weight": factors["lora_A"], "lora_B.weight": factors["lora_B"]}
                 if "lora_magnitude_vector" in factors:
-                    named["lora_magnitude_vector"] = factors["lora_magnitude_vector"]
+                    # PEFT (the UNet's loader) reads the magnitude as `lora_magnitude_vector`;
+                    # transformers' load_adapter, which diffusers loads text encoders with, as
+                    # `lora_magnitude_vector.weight` (it puts the adapter's name before a last
+                    # `.weight`, and the bare name loads nothing there)
+                    key = "lora_magnitude_vector" + ("" if layer.component == "unet" else ".weight")
+                    named[key] = factors["lora_magnitude_vector"]
             for suffix, value in named.items():
                 out[f"{stem}.{suffix}"] = value.detach().float().cpu().contiguous()
         return out
@@ -461,8 +466,10 @@ class Adapter:
         configs = {}
         for component in self.models:
             layers = self._of(component)
-            names = [self.file_name(layer) for layer in layers]
-            odd = [(self.file_name(x), x.dim, x.alpha) for x in layers if x.dim != self.spec.rank]
+            odd = [(x.name, x.dim, x.alpha) for x in layers if x.dim != self.spec.rank]
+            # the UNet's layers by name; a text encoder's by their last name (the module paths
+            # differ between transformers' CLIP classes, the names do not)
+            names = [x.name for x in layers] if component == "unet" else TEXT_ENCODER_TARGETS
             configs[component] = LoraConfig(
                 r=self.spec.rank,
                 lora_alpha=self.spec.alpha,

@@ -2,7 +2,7 @@
 
     PEFT    `NAME.safetensors` for lora, dora and locon: diffusers' one-file PEFT form
             (`tunesmith/formats/peft.py`), keys `unet.<module>.lora_A.weight` / `.lora_B.weight`
-            (dora: `.lora_magnitude_vector`; the text encoders' under `text_encoder.` and
+            (dora: the magnitude, `adapters.py`; the text encoders' under `text_encoder.` and
             `text_encoder_2.`), fp32, and a LoraConfig per component under
             `lora_adapter_metadata`, so `StableDiffusionXLPipeline.load_lora_weights` loads it
             with the same alpha
@@ -44,7 +44,13 @@ ARCHITECTURE = "stable-diffusion-xl-v1-base/lora"
 IMPLEMENTATION = "https://github.com/Stability-AI/generative-models"
 KOHYA_PREFIXES = ("lora_unet_", *TEXT_ENCODER_PREFIXES.values())
 PEFT_PREFIXES = ("unet.", "text_encoder.", "text_encoder_2.")
-PEFT_SUFFIXES = (".lora_A.weight", ".lora_B.weight", ".lora_magnitude_vector")
+# A, B, DoRA's magnitude on a text encoder (transformers' key) and on the UNet (PEFT's)
+PEFT_SUFFIXES = (
+    ".lora_A.weight",
+    ".lora_B.weight",
+    ".lora_magnitude_vector.weight",
+    ".lora_magnitude_vector",
+)
 LYCORIS_MODULE = "lycoris.kohya"  # sd-scripts' --network_module for LyCORIS's networks
 
 
@@ -186,7 +192,7 @@ def _validate_peft(path: Path, meta: dict[str, str], shapes: dict) -> list[str]:
             raise FormatError(f"{path}: {stem} has a factor without its partner")
         if len(a) < 2 or len(b) < 2 or a[0] != b[1]:
             raise FormatError(f"{path}: {stem}: A {a} and B {b} do not chain")
-        magnitude = factors.get(PEFT_SUFFIXES[2])
+        magnitude = factors.get(PEFT_SUFFIXES[2], factors.get(PEFT_SUFFIXES[3]))
         if magnitude is not None and tuple(magnitude) != (b[0],):
             raise FormatError(f"{path}: {stem}: magnitude {magnitude} for {b[0]} outputs")
     return sorted(found)
