@@ -89,7 +89,7 @@ family = "stable-audio-3"
         ),
         (
             '[[runs]]\nfamily = "sdxl"\n[runs.adapter]\ntype = "dora-rows"',
-            'adapter.type = "dora-rows": must be "lora"',
+            'adapter.type = "dora-rows": must be one of "lora", "dora", "locon", "lokr", "loha"',
         ),
     ],
 )

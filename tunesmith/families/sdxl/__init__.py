@@ -5,7 +5,9 @@ encoded.py      stage `encoded`: per picture its posterior, per distinct caption
                 encoders' outputs, cached in the store; with kohya's data options
                 (data_options.py) each picture at its bucket (buckets.py), flipped, with its
                 mask (masks.py), and its caption's variants (captions.py)
-objective.py    the LoRA objective: the UNet with adapters, its loss, the validation loss
+objective.py    the objective: the UNet (and text encoders) with adapters, its loss, the
+                validation loss
+adapters.py     the adapter types (lora, dora, locon, lokr, loha): their layers, names, files
 options.py      kohya's loss, noise, schedule, optimizer and EMA options, as kohya computes them
 trainer.py      one run as a trainer of the one loop: passes, holdout, files, state
 files.py        the PEFT and kohya files, and their check
@@ -24,6 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from tunesmith.families.sdxl import config as settings
+from tunesmith.families.sdxl.adapter_spec import PEFT_FILE_TYPES
 from tunesmith.family import ConfigSections, Family
 
 
@@ -65,13 +68,18 @@ class Sdxl(Family):
         return SdxlTrainer
 
     def files_for_tools(self, run, best: Path) -> list[tuple[str, Path]]:
-        return [
-            ("diffusers (StableDiffusionXLPipeline.load_lora_weights), PEFT", best),
-            ("ComfyUI, A1111/Forge, kohya's scripts", best.with_suffix(".kohya.safetensors")),
-        ]
+        if run.adapter.type in PEFT_FILE_TYPES:
+            return [
+                ("diffusers (StableDiffusionXLPipeline.load_lora_weights), PEFT", best),
+                ("ComfyUI, A1111/Forge, kohya's scripts", best.with_suffix(".kohya.safetensors")),
+            ]
+        return [("ComfyUI, A1111/Forge, kohya's scripts with LyCORIS, LyCORIS", best)]
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):
-        from tunesmith.families.sdxl.sample import Renderer
+        if run.adapter.type in PEFT_FILE_TYPES:
+            from tunesmith.families.sdxl.sample import Renderer
+        else:  # lokr, loha: the kohya-layout file through LyCORIS's loader
+            from tunesmith.families.sdxl.adapters import LycorisRenderer as Renderer
 
         return Renderer(base_model, placement, run.train.size, adapter)
 

@@ -76,6 +76,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from tunesmith.families.sdxl.adapter_spec import (
+    LYCORIS_TYPES,
+    PEFT_FILE_TYPES,
+    AdapterError,
+    AdapterSpec,
+)
 from tunesmith.families.sdxl.kohya_names import (
     TEXT_ENCODER_TARGETS,
     text_encoder_module,
@@ -84,12 +90,9 @@ from tunesmith.families.sdxl.kohya_names import (
     unet_module,
     unet_stem,
 )
+from tunesmith.families.sdxl.sample import Renderer, render_demo
 from tunesmith.formats import FormatError, lycoris
 
-ADAPTER_TYPES = ("lora", "dora", "locon", "lokr", "loha")
-PEFT_TYPES = ("lora", "dora")  # PEFT's LoraConfig; the others are LyCORIS's modules
-LYCORIS_TYPES = ("locon", "lokr", "loha")
-PEFT_FILE_TYPES = ("lora", "dora", "locon")  # the types diffusers' load_lora_weights reads
 UNET_TARGETS = ("to_q", "to_k", "to_v", "to_out.0")  # diffusers' SDXL LoRA script's
 CONV_BLOCKS = ("ResnetBlock2D", "Downsample2D", "Upsample2D")  # networks/lora.py's, with conv_dim
 TEXT_ENCODERS = ("text_encoder", "text_encoder_2")  # CLIP-L, OpenCLIP-G (bigG)
@@ -104,55 +107,6 @@ ZERO_FACTORS = {
     "lokr": ("lokr_w2", "lokr_w2_b"),
     "loha": "hada_w2_a",
 }
-
-
-class AdapterError(ValueError):
-    """Adapter settings that do not go together, or a model they cannot be attached to."""
-
-
-@dataclass(frozen=True)
-class AdapterSpec:
-    """What an adapter is, from a run's `[runs.adapter]`."""
-
-    type: str = "lora"
-    rank: int = 16
-    alpha: float = 16.0
-    conv_dim: int = 0  # 0: no conv layers (kohya's networks/lora.py without conv_dim)
-    conv_alpha: float = 0.0  # the conv layers' alpha; 0: conv_dim (a scale of 1)
-    factor: int = -1  # LoKr's factor; LyCORIS's default -1: the most even split
-
-    @classmethod
-    def of(cls, adapter) -> AdapterSpec:
-        """From a run's adapter section (`SdxlAdapter`); settings it lacks take the defaults."""
-        conv_dim = int(getattr(adapter, "conv_dim", 0) or 0)
-        conv_alpha = getattr(adapter, "conv_alpha", None)
-        return cls(
-            type=adapter.type,
-            rank=int(adapter.rank),
-            alpha=float(adapter.scale_alpha),
-            conv_dim=conv_dim,
-            conv_alpha=float(conv_dim if conv_alpha is None else conv_alpha),
-            factor=int(getattr(adapter, "factor", -1)),
-        )
-
-    def problems(self) -> list[str]:
-        found = []
-        if self.type not in ADAPTER_TYPES:
-            found.append(f"adapter.type {self.type!r}: one of {', '.join(ADAPTER_TYPES)}")
-        if self.conv_dim and self.type not in LYCORIS_TYPES:
-            found.append(
-                f"adapter.conv_dim {self.conv_dim} trains conv layers, which {self.type} does "
-                f"not have here: use {', '.join(LYCORIS_TYPES)} (locon is LoRA with them)"
-            )
-        if self.factor != -1 and self.type != "lokr":
-            found.append(f"adapter.factor {self.factor} is LoKr's: type is {self.type!r}")
-        if self.factor != -1 and self.factor < 2:
-            found.append(f"adapter.factor {self.factor}: -1 (automatic) or 2 and more")
-        return found
-
-    @property
-    def peft(self) -> bool:
-        return self.type in PEFT_TYPES
 
 
 def adapter_dtype(base: torch.dtype) -> torch.dtype:
@@ -556,6 +510,23 @@ class LycorisFile:
     def restore(self) -> None:
         for module in reversed(self.modules):
             module.restore()
+
+
+class LycorisRenderer(Renderer):
+    """The renders of a lokr or loha run: the pipeline a user calls (`sample.Renderer`) with the
+    kohya-layout file loaded by LyCORIS (`LycorisFile`), as kohya's and LyCORIS's users load
+    one; its strength is LyCORIS's multiplier, and at 0 the render is the base model's."""
+
+    def __init__(self, base_model: Path, placement, size: int, adapter: Path | None = None):
+        super().__init__(base_model, placement, size, None)
+        self.adapter = adapter
+        self.loaded = LycorisFile(adapter, self.pipe) if adapter is not None else None
+
+    def render(self, demo, strength: float):
+        if self.loaded is None:
+            return super().render(demo, strength)
+        self.loaded.set_strength(strength)
+        return render_demo(self.pipe, demo, self.size)
 
 
 def layer_count(model: nn.Module) -> int:

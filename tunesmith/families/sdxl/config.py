@@ -1,5 +1,7 @@
 """An SDXL run's settings: a LoRA on every attention projection of the UNet, as kohya's and
-diffusers' SDXL LoRA trainers make it (docs/conventions/sdxl.md).
+diffusers' SDXL LoRA trainers make it (docs/conventions/sdxl.md), or another adapter type
+(`adapters.py`: PEFT's DoRA, LyCORIS's LoCon, LoKr, LoHa with kohya's `conv_dim`), and LoRA on
+both text encoders with `train_text_encoder` (kohya's `--train_text_encoder`).
 
 The loss, noise, schedule, batch and optimizer options carry kohya sd-scripts' names and
 meanings (its train_network.py arguments, library/train_util.py and
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from tunesmith.families.sdxl import data_options
+from tunesmith.families.sdxl.adapter_spec import ADAPTER_TYPES, LYCORIS_TYPES, AdapterSpec
 from tunesmith.families.sdxl.data_options import SdxlDataOptions
 from tunesmith.train.config import AdapterConfig, DemoConfig, TrainConfig
 from tunesmith.train.schema import (
@@ -37,8 +40,15 @@ OPTIMIZERS = ("AdamW", "AdamW8bit", "Prodigy", "Adafactor")  # kohya's --optimiz
 
 @dataclass(frozen=True)
 class SdxlAdapter(AdapterConfig):
-    type: Literal["lora"] = "lora"  # the only type: to_q/to_k/to_v/to_out.0 of every attention
+    # lora (PEFT's, as before), dora (PEFT's use_dora), locon, lokr, loha (LyCORIS's modules)
+    type: Literal[ADAPTER_TYPES] = "lora"
     rank: Count = 16  # kohya's common network_dim for SDXL styles; alpha None: alpha = rank
+    # kohya's networks/lora.py conv_dim: the resnets' and samplers' convolutions (LyCORIS's
+    # types); 0: none, as kohya without conv_dim
+    conv_dim: Whole = 0
+    conv_alpha: Positive | None = None  # None: conv_dim (a scale of 1, as alpha None)
+    # LoKr's Kronecker factor; -1: LyCORIS's default, the most even split of each side
+    factor: Literal[-1] | Annotated[int, Ge(2)] = -1
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,9 @@ class SdxlTrain(TrainConfig, SdxlDataOptions):
     # validated, rendered and written; 0: off
     ema_decay: Share = 0.0
     optimizer: Literal[OPTIMIZERS] = "AdamW"  # kohya's names; torch's AdamW as before
+    # -- the text encoders (kohya's --train_text_encoder, --text_encoder_lr) --
+    train_text_encoder: bool = False  # the run's adapter on both CLIPs' attention and MLP
+    text_encoder_lr: Positive | None = None  # None: train.lr (kohya's default)
 
 
 @dataclass(frozen=True)
@@ -95,13 +108,26 @@ def problems(run) -> list[str]:
             "difference): fewer warmup steps, or more steps"
         )
     found += data_options.problems(t)  # the bucket steps and sides, as kohya checks them
+    found += AdapterSpec.of(run.adapter).problems()  # conv_dim and factor where they apply
+    a = run.adapter
+    if a.conv_alpha is not None and not a.conv_dim:
+        found.append(
+            f"adapter.conv_alpha {a.conv_alpha:g} needs adapter.conv_dim (the conv layers' "
+            f"rank; {', '.join(LYCORIS_TYPES)} train conv layers where it is above 0)"
+        )
+    if t.text_encoder_lr is not None and not t.train_text_encoder:
+        found.append(
+            f"train.text_encoder_lr {t.text_encoder_lr:g} has no effect without "
+            "train.train_text_encoder = true"
+        )
     return found
 
 
 # The settings added to runs that were already keyed, at the defaults that train as before
-# (`ConfigSections.later`): kohya's loss, noise, schedule, batch and optimizer options, and
-# its data options (data_options.py).
+# (`ConfigSections.later`): kohya's loss, noise, schedule, batch and optimizer options, its
+# data options (data_options.py), the adapter types' settings and the text encoders'.
 LATER = {
+    "adapter": {"conv_dim": 0, "conv_alpha": None, "factor": -1},
     "train": {
         "min_snr_gamma": 0.0,
         "noise_offset": 0.0,
@@ -120,5 +146,7 @@ LATER = {
         "ema_decay": 0.0,
         "optimizer": "AdamW",
         **data_options.LATER["train"],
+        "train_text_encoder": False,
+        "text_encoder_lr": None,
     },
 }

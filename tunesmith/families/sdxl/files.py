@@ -25,13 +25,8 @@ from pathlib import Path
 
 import torch
 
-from tunesmith.families.sdxl.adapters import (
-    CONV_BLOCKS,
-    PEFT_FILE_TYPES,
-    UNET_TARGETS,
-    Adapter,
-    AdapterSpec,
-)
+from tunesmith.families.sdxl.adapter_spec import PEFT_FILE_TYPES, AdapterSpec
+from tunesmith.families.sdxl.adapters import CONV_BLOCKS, UNET_TARGETS, Adapter
 from tunesmith.families.sdxl.kohya_names import TEXT_ENCODER_PREFIXES, TEXT_ENCODER_TARGETS
 from tunesmith.families.sdxl.objective import TARGET_MODULES, SdxlLora
 from tunesmith.formats import FormatError, kohya, peft, read_header, require_metadata

@@ -24,8 +24,20 @@ offset reads the chosen picture's x0), so a run without them draws what it drew 
 per-picture weights and the mean (kohya: `apply_masked_loss`, then min-SNR or debiased, then
 the mean): a half-masked picture weighs half, a fully masked one gives no gradient.
 
-The adapter: PEFT LoRA on every `to_q`, `to_k`, `to_v`, `to_out.0` of the UNet, the layer answering
-W·x + (alpha/rank)·B·(A·x), A random and B zero, so step 0 is exactly the base model.
+The adapter (`adapters.py`): by default PEFT LoRA on every `to_q`, `to_k`, `to_v`, `to_out.0` of
+the UNet, the layer answering W·x + (alpha/rank)·B·(A·x), A random and B zero, so step 0 is
+exactly the base model; `[runs.adapter] type` makes it PEFT's DoRA or LyCORIS's LoCon, LoKr or
+LoHa (with the resnets' and samplers' convolutions at `conv_dim`), each starting as the base
+model too.
+
+The text encoders (`train.train_text_encoder`, kohya's `--train_text_encoder` for SDXL LoRA):
+both get the run's adapter on their attention and MLP layers (`adapters.py`), and the step's
+prompt embeddings and pooled embedding are computed from the chosen captions' tokens by the
+encoders as they train (`TextEncoders`: what the encoded stage computes, with gradients), for
+the training loss and the validation loss alike. The cached encodings then serve no step; they
+still serve every run that keeps the encoders frozen. SDXL reads CLIP-L's penultimate hidden
+states, so CLIP-L's last layer never reaches the loss: its adapter stays at its start (kohya's
+files carry it all the same) and the first step's check passes it over.
 
 Gradient checkpointing (`checkpointing=True`, a run's `train.gradient_checkpointing = true`):
 diffusers' own `enable_gradient_checkpointing`, which recomputes each resnet and transformer
@@ -54,6 +66,7 @@ import torch
 from torch import nn
 
 from tunesmith.families.sdxl import captions, data_options, masks
+from tunesmith.families.sdxl.adapters import TEXT_ENCODERS, Adapter, AdapterSpec
 from tunesmith.families.sdxl.options import (
     LossOptions,
     debiased_weight,
@@ -96,6 +109,8 @@ class Picture:
     flipped: Flipped | None = None  # the picture flipped (flip_aug)
     variants: tuple[str, ...] = ()  # text.safetensors of the captions a step picks from
     empty: tuple[torch.Tensor, torch.Tensor] | None = None  # the empty caption (dropout)
+    caption: str = ""  # the caption's text (as written, or the step's pick): for the encoders
+    variant_texts: tuple[str, ...] = ()  # the variants' texts, as `variants` (a run's seed)
 
     @property
     def bucket(self) -> tuple[int, int]:
@@ -113,14 +128,15 @@ class Picture:
                 raise ValueError(f"{self.name}: no flipped posterior (encoded without flip_aug)")
             mean, logvar, ids = self.flipped.mean, self.flipped.logvar, self.flipped.time_ids
             mask = masks.flipped(mask) if mask is not None else None
-        embeds, pooled = self.prompt_embeds, self.pooled
+        embeds, pooled, text = self.prompt_embeds, self.pooled, self.caption
         if caption is None:
             if self.empty is None:
                 raise ValueError(f"{self.name}: no empty caption (encoded without dropout)")
-            embeds, pooled = self.empty
+            embeds, pooled, text = *self.empty, ""
         elif self.variants and self.variants[caption] != self.text:
             embeds, pooled = load_caption(self.variants[caption])  # read when picked
-        return Picture(mean, logvar, embeds, pooled, ids, self.name, mask=mask)
+            text = self.variant_texts[caption] if self.variant_texts else text
+        return Picture(mean, logvar, embeds, pooled, ids, self.name, mask=mask, caption=text)
 
 
 def time_ids(
@@ -131,7 +147,7 @@ def time_ids(
     return torch.tensor([*original_size, *crop_top_left, *target_size], dtype=torch.float32)
 
 
-def pictures_from_frame(frame, option=None) -> list[Picture]:
+def pictures_from_frame(frame, option=None, seed: int | None = None) -> list[Picture]:
     """`Picture`s from the `encoded` stage's frame (one row per picture, its store files).
 
     A frame with kohya's data options' columns (`encoded.SHAPED_COLUMNS`) gives each picture
@@ -139,7 +155,9 @@ def pictures_from_frame(frame, option=None) -> list[Picture]:
     column that is missing or empty (None, NaN) leaves that option off, and so does
     `option` (a run's `SdxlDataOptions`) where it is given and has it off. The caption as
     written, the posteriors and the mask are read now; a variant is read when a step picks
-    it, so a run holds one caption per picture, as before, however many variants it has."""
+    it, so a run holds one caption per picture, as before, however many variants it has.
+    With `seed` (the run's, which drew them: `captions.variants`) each picture also has its
+    variants' texts, for a run that encodes its captions as it trains."""
     from tunesmith.families.sdxl.encoded import (
         load_caption,
         load_mask,
@@ -169,6 +187,15 @@ def pictures_from_frame(frame, option=None) -> list[Picture]:
         mask = load_mask(row["mask"]) if masked and _given(row.get("mask")) else None
         variants, empty_path = text_choices(row)
         variants = variants if varied else [row["text"]]
+        caption = str(row.get("caption") or "")
+        texts = ()
+        if seed is not None and option is not None and varied and len(variants) > 1:
+            texts = tuple(captions.variants(caption, option, seed))
+            if len(texts) != len(variants):
+                raise ValueError(
+                    f"{row['path']}: {len(variants)} caption variants encoded, the run draws "
+                    f"{len(texts)}: build the encoded stage again"
+                )
         empty = None
         if dropped and empty_path is not None:
             if empty_path not in empties:
@@ -187,6 +214,8 @@ def pictures_from_frame(frame, option=None) -> list[Picture]:
                 flipped=flipped,
                 variants=tuple(variants),
                 empty=empty,
+                caption=caption,
+                variant_texts=texts,
             )
         )
     return out
@@ -254,8 +283,51 @@ class ValidationSet:
         return cls(pictures, tuple(levels), eps1, noise)
 
 
+class TextEncoders:
+    """Both text encoders of a pipeline as a step runs them on its captions: the captions'
+    token ids (kohya's chunks at `tokens` text tokens, `model.tokenize_chunks`, each caption
+    tokenized once), each encoder's penultimate hidden states put in one sequence and CLIP-G's
+    projected end-of-text embedding of the first chunk as the pooled one: what
+    `model.encode_long_captions` computes for the encoded stage, here with gradients."""
+
+    def __init__(self, pipe, tokens: int = captions.CHUNK) -> None:
+        self.pairs = ((pipe.tokenizer, pipe.text_encoder), (pipe.tokenizer_2, pipe.text_encoder_2))
+        self.encoders = {"text_encoder": pipe.text_encoder, "text_encoder_2": pipe.text_encoder_2}
+        self.chunks = tokens // captions.CHUNK
+        self._ids: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def ids(self, caption: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """[chunks, 77] token ids of `caption` for each tokenizer."""
+        from tunesmith.families.sdxl.model import tokenize_chunks
+
+        if caption not in self._ids:
+            self._ids[caption] = tuple(
+                tokenize_chunks(tokenizer, [caption], self.chunks)[0] for tokenizer, _ in self.pairs
+            )
+        return self._ids[caption]
+
+    def __call__(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(prompt_embeds [B, 75·chunks + 2, C1 + C2], pooled [B, P]) in the encoders' dtype."""
+        states, pooled = [], None
+        for index, (_, encoder) in enumerate(self.pairs):
+            ids = torch.stack([self.ids(text)[index] for text in texts])  # [B, chunks, 77]
+            batch, chunks, window = ids.shape
+            output = encoder(ids.reshape(-1, window).to(encoder.device), output_hidden_states=True)
+            hidden = output.hidden_states[-2]
+            if chunks > 1:
+                hidden = hidden.reshape(batch, chunks, window, -1)
+                inner = hidden[:, :, 1 : window - 1].reshape(batch, chunks * (window - 2), -1)
+                hidden = torch.cat([hidden[:, 0, :1], inner, hidden[:, -1, window - 1 :]], dim=1)
+            states.append(hidden)
+            if output[0].dim() == 2:  # CLIP-G's projected end-of-text embedding
+                pooled = output[0].reshape(batch, chunks, -1)[:, 0]
+        return torch.cat(states, dim=-1), pooled
+
+
 class SdxlLora:
-    """The UNet with PEFT LoRA on its attention projections, and the loss it is trained with."""
+    """The UNet (and, with `text`, both text encoders) with the run's adapter, and the loss it
+    is trained with. `spec` is the adapter (`adapters.AdapterSpec`; None: a LoRA of `rank` and
+    `alpha`, as before the other types)."""
 
     def __init__(
         self,
@@ -267,29 +339,23 @@ class SdxlLora:
         seed: int = 0,
         checkpointing: bool = False,
         options: LossOptions | None = None,
+        spec: AdapterSpec | None = None,
+        text: TextEncoders | None = None,
     ) -> None:
-        from peft import LoraConfig
-
-        self.unet, self.scheduler = unet, scheduler
+        self.unet, self.scheduler, self.text = unet, scheduler, text
         self.scaling_factor = float(scaling_factor)
         self.rank, self.alpha = int(rank), float(alpha if alpha is not None else rank)
-        self.config = LoraConfig(
-            r=self.rank,
-            lora_alpha=self.alpha,
-            target_modules=list(TARGET_MODULES),
-            init_lora_weights=True,  # A: kaiming-uniform, B: zero
-        )
-        unet.requires_grad_(False)
-        self._factors: dict[str, tuple[nn.Parameter, nn.Parameter]] | None = None
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)  # the adapters' initial A: the same every time
-            unet.add_adapter(self.config, adapter_name=ADAPTER)
-        for p in self.parameters():
-            p.data = p.data.float()  # adapter factors (and so their gradients) in fp32
+        spec = spec or AdapterSpec("lora", self.rank, self.alpha)
+        self.rank, self.alpha = spec.rank, spec.alpha
+        models = {"unet": unet, **(text.encoders if text is not None else {})}
+        # the initial factors drawn under `seed` (a LoRA draws what it drew before the types)
+        self.adapter = Adapter(spec, models, seed)
+        self.config = self.adapter.configs.get("unet")  # PEFT's LoraConfig (lora, dora)
         if checkpointing:
             unet.enable_gradient_checkpointing()
         # Training mode, as diffusers' SDXL LoRA script; SDXL's dropouts are 0, so no number moves.
-        unet.train()
+        for model in models.values():
+            model.train()
         self.device, self.dtype = unet.device, unet.dtype
         self.half = self.dtype in (torch.float16, torch.bfloat16)
         self.alphas_cumprod = scheduler.alphas_cumprod.to(torch.float64)
@@ -305,27 +371,42 @@ class SdxlLora:
     # -- the factors ----------------------------------------------------------------------
 
     def named_factors(self) -> dict[str, tuple[nn.Parameter, nn.Parameter]]:
-        """module name → (A weight [r, in], B weight [out, r]), in the UNet's module order."""
-        if self._factors is None:  # found once: walking the UNet's modules takes milliseconds
-            self._factors = {}
-            for name, module in self.unet.named_modules():
-                if hasattr(module, "lora_A") and ADAPTER in getattr(module, "lora_A", {}):
-                    lora_a, lora_b = module.lora_A[ADAPTER], module.lora_B[ADAPTER]
-                    self._factors[name] = (lora_a.weight, lora_b.weight)
-        return self._factors
+        """module name → (A weight [r, in], B weight [out, r]) of a LoRA or DoRA on the UNet,
+        in its module order."""
+        return self.adapter.named_factors()
 
     def parameters(self) -> list[nn.Parameter]:
-        return [p for a, b in self.named_factors().values() for p in (a, b)]
+        """Every trained tensor, the UNet's layers first, then the text encoders'."""
+        return self.adapter.parameters()
+
+    def text_parameters(self) -> list[nn.Parameter]:
+        """The text encoders' trained tensors (for their own learning rate)."""
+        return [
+            p
+            for layer in self.adapter.layers
+            if layer.component in TEXT_ENCODERS
+            for p in self.adapter.factors(layer).values()
+        ]
 
     def b_parameters(self) -> list[nn.Parameter]:
-        return [b for _, b in self.named_factors().values()]
+        """Each layer's factor that starts at zero (LoRA's B)."""
+        return list(self.adapter.zero_factors().values())
+
+    def targets(self) -> list[str]:
+        """The adapted layers, as the run's state names them (`Adapter.targets`)."""
+        return self.adapter.targets()
 
     # -- the loss ---------------------------------------------------------------------------
 
     def unet_output(self, x_t: torch.Tensor, t: torch.Tensor, pictures: list[Picture]):
-        """The UNet's answer for `pictures`' conditioning (fp32 copy of its output)."""
-        embeds = torch.stack([p.prompt_embeds for p in pictures]).to(self.device, self.dtype)
-        pooled = torch.stack([p.pooled for p in pictures]).to(self.device, self.dtype)
+        """The UNet's answer for `pictures`' conditioning (fp32 copy of its output): their
+        cached caption encodings, or their captions through the training text encoders."""
+        if self.text is not None:
+            embeds, pooled = self.text([p.caption for p in pictures])
+        else:
+            embeds = torch.stack([p.prompt_embeds for p in pictures])
+            pooled = torch.stack([p.pooled for p in pictures])
+        embeds, pooled = embeds.to(self.device, self.dtype), pooled.to(self.device, self.dtype)
         ids = torch.stack([p.time_ids for p in pictures]).to(self.device, self.dtype)
         return self.unet(
             x_t.to(self.dtype),
@@ -481,7 +562,7 @@ class SdxlLora:
         attention blocks see little), so attention cannot shift between them; the run trains
         its other layers and the note says why these wait. Raises TrainingError otherwise."""
         zero, broken = [], []
-        for name, (_, b) in self.named_factors().items():
+        for name, b in self._checked_factors().items():
             g = b.grad
             if g is None:
                 broken.append(f"{name} (none)")
@@ -508,6 +589,20 @@ class SdxlLora:
             "colour or at a small train.size; they learn once the pictures have detail there, "
             "the other layers train now"
         )
+
+    def _checked_factors(self) -> dict[str, nn.Parameter]:
+        """Each layer's zero-started factor by its state name (`targets`), less CLIP-L's last
+        layer, which never reaches the loss (module docstring)."""
+        found = dict(zip(self.targets(), self.adapter.zero_factors().values(), strict=True))
+        if self.text is not None:
+            last = self.text.encoders["text_encoder"].config.num_hidden_layers - 1
+            unused = f".layers.{last}."
+            found = {
+                name: factor
+                for name, factor in found.items()
+                if not (name.startswith("text_encoder.") and unused in name)
+            }
+        return found
 
     @torch.no_grad()
     def validation_loss(self, validation: ValidationSet) -> float:

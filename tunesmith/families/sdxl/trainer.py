@@ -38,6 +38,14 @@ kohya's data options (data_options.py; the `encoded` stage made what they need):
 Validation always uses each held-out picture as written: unflipped, its caption as written,
 at its own bucket, the plain MSE (unmasked).
 
+The adapter is the run's `[runs.adapter] type` (`adapters.py`: lora by default, dora, locon,
+lokr, loha; `conv_dim` for the LyCORIS types' conv layers). With `train.train_text_encoder`
+both text encoders carry it too and encode each step's captions as they train
+(`objective.TextEncoders`), their factors at `train.text_encoder_lr` (train.lr where unset: a
+second parameter group of the one optimizer, as kohya's `prepare_optimizer_params`). The files:
+`NAME.safetensors` (PEFT) and `NAME.kohya.safetensors` for lora, dora and locon; one
+kohya-layout `NAME.safetensors` for lokr and loha (`files.py`).
+
 Three random sources, all seeded from the run's seed and saved with the state: the order
 generator (the passes; with buckets, Python's `random` seeded seed + epoch, as kohya's), the
 training generator (t, ε₁, ε, the flips' and captions' draws and the noise options') and the
@@ -49,8 +57,8 @@ none of them. The state also keeps the optimizer's, the schedule's and the EMA's
 On several processes (`train.devices`, `tunesmith.train.distributed`) every rank draws the
 global batch and its draws as above, keeps pictures `rank::world` (a rank a short bucket batch
 leaves without one takes the first at weight 0), and DDP over the UNet's adapter sums the
-gradients (at a step's last micro-batch; the others accumulate under `no_sync`); rank 0 alone
-validates and renders.
+gradients (at a step's last micro-batch; the others accumulate under `no_sync`), and over the
+text encoders' where they train; rank 0 alone validates and renders.
 """
 
 from __future__ import annotations
@@ -62,12 +70,14 @@ from pathlib import Path
 import torch
 
 from tunesmith.families.sdxl import data_options, files
+from tunesmith.families.sdxl.adapters import AdapterError, AdapterSpec
 from tunesmith.families.sdxl.buckets import BucketOrder
 from tunesmith.families.sdxl.model import load_pipeline
 from tunesmith.families.sdxl.objective import (
     Choices,
     Picture,
     SdxlLora,
+    TextEncoders,
     ValidationSet,
     pictures_from_frame,
 )
@@ -152,7 +162,18 @@ class SdxlTrainer:
     def __init__(self, run, base_model: Path, encoded, run_dir: Path, placement, metadata) -> None:
         cfg = run.train
         self.run, self.metadata, self.size = run, metadata, cfg.size
-        pictures = pictures_from_frame(encoded, data_options.options(cfg))
+        option = data_options.options(cfg)
+        self.text_encoders = bool(getattr(cfg, "train_text_encoder", False))
+        if self.text_encoders and "caption" not in encoded.columns:
+            raise ConfigError(
+                f"run {run.name}: train.train_text_encoder needs the captions' texts, which "
+                "this encoded table lacks: build the encoded stage again"
+            )
+        seed = cfg.seed if self.text_encoders else None  # the variants' texts: the run's draws
+        try:
+            pictures = pictures_from_frame(encoded, option, seed)
+        except ValueError as exc:
+            raise ConfigError(f"run {run.name}: {exc}") from None
         lengths = sorted({p.prompt_embeds.shape[0] for p in pictures})
         if len(lengths) > 1:
             raise ConfigError(
@@ -162,21 +183,40 @@ class SdxlTrainer:
             )
         split = split_holdout(pictures, cfg.holdout, lambda p: p.name, LAST_OF_SORTED, "picture")
         self.pipe = load_pipeline(base_model, DTYPES[placement.dtype], placement.device)
-        self.lora = SdxlLora(
-            self.pipe.unet,
-            self.pipe.scheduler,
-            self.pipe.vae.config.scaling_factor,
-            run.adapter.rank,
-            run.adapter.scale_alpha,
-            cfg.seed,
-            checkpointing=cfg.gradient_checkpointing is True,  # "auto" was resolved before
-            options=LossOptions.of(cfg),
+        self.spec = AdapterSpec.of(run.adapter)
+        text = (
+            TextEncoders(self.pipe, data_options.tokens_of(option)) if self.text_encoders else None
         )
+        try:
+            self.lora = SdxlLora(
+                self.pipe.unet,
+                self.pipe.scheduler,
+                self.pipe.vae.config.scaling_factor,
+                run.adapter.rank,
+                run.adapter.scale_alpha,
+                cfg.seed,
+                checkpointing=cfg.gradient_checkpointing is True,  # "auto" was resolved before
+                options=LossOptions.of(cfg),
+                spec=self.spec,
+                text=text,
+            )
+        except AdapterError as exc:
+            raise ConfigError(f"run {run.name}: {exc}") from None
         self.train = split.train
         self.validation = ValidationSet.make(split.validation, seed=cfg.seed + 1)
         self.params = self.lora.parameters()
+        self.text_encoder_lr = None
+        groups = self.params
+        if self.text_encoders:  # kohya's prepare_optimizer_params: the encoders' own lr
+            self.text_encoder_lr = cfg.text_encoder_lr or cfg.lr
+            text_params = self.lora.text_parameters()
+            theirs = {id(p) for p in text_params}
+            groups = [
+                {"params": [p for p in self.params if id(p) not in theirs]},
+                {"params": text_params, "lr": self.text_encoder_lr},
+            ]
         try:
-            self.optimizer = build_optimizer(cfg.optimizer, self.params, cfg.lr)
+            self.optimizer = build_optimizer(cfg.optimizer, groups, cfg.lr)
             self.scheduler = build_scheduler(cfg, self.optimizer)  # None: constant
         except OptionError as exc:
             raise ConfigError(f"run {run.name}: {exc}") from None
@@ -197,14 +237,17 @@ class SdxlTrainer:
         self.names = PeftNames(run_dir, run.name)
         self.identity = {
             "base_model": metadata.get("tunesmith.base_model_fingerprint", str(base_model)),
-            "adapter_type": "lora",
+            "adapter_type": self.spec.type,
             "rank": self.lora.rank,
             "alpha": self.lora.alpha,
-            "targets": list(self.lora.named_factors()),
+            "targets": self.lora.targets(),
         }
         self.replica = None
         if distributed.rank_and_world()[1] > 1:
-            self.replica = distributed.replicate({"unet": self.pipe.unet}, self.lora.training_error)
+            models = {"unet": self.pipe.unet}
+            if text is not None:
+                models |= text.encoders
+            self.replica = distributed.replicate(models, self.lora.training_error)
 
     def step(self) -> StepReport:
         """One optimizer update over `accumulation` micro-batches (module docstring)."""
@@ -261,12 +304,16 @@ class SdxlTrainer:
         meta = {**self.metadata, "tunesmith.step": str(step)}
         if loss is not None:
             meta["validation_loss"] = f"{loss:.8g}"
+        settings = (self.run.name, step, self.size, self.text_encoder_lr)
         with self.averaged():
-            kohya = files.kohya_path(path)
-            files.save_kohya(self.lora, kohya, meta, self.run.name, step, self.size)
+            if not files.has_peft_file(self.spec.type):  # lokr, loha: the kohya layout alone
+                return files.save_kohya(self.lora, path, meta, *settings)
+            files.save_kohya(self.lora, files.kohya_path(path), meta, *settings)
             return files.save_peft(self.lora, path, meta)
 
     def adapter_files(self, path: Path) -> list[Path]:
+        if not files.has_peft_file(self.spec.type):
+            return [path]
         return [path, files.kohya_path(path)]
 
     def remove_adapter(self, path: Path) -> None:
