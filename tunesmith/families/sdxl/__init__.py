@@ -76,7 +76,9 @@ class Sdxl(Family):
         return [("ComfyUI, A1111/Forge, kohya's scripts with LyCORIS, LyCORIS", best)]
 
     def renderer(self, run, base_model: Path, placement, adapter: Path):
-        if run.adapter.type in PEFT_FILE_TYPES:
+        if run.adapter.type == "dora":  # strength 0: the adapter off (PEFT keeps m/‖W‖)
+            from tunesmith.families.sdxl.adapters import DoraRenderer as Renderer
+        elif run.adapter.type in PEFT_FILE_TYPES:
             from tunesmith.families.sdxl.sample import Renderer
         else:  # lokr, loha: the kohya-layout file through LyCORIS's loader
             from tunesmith.families.sdxl.adapters import LycorisRenderer as Renderer

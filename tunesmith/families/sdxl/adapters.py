@@ -529,6 +529,24 @@ class LycorisRenderer(Renderer):
         return render_demo(self.pipe, demo, self.size)
 
 
+class DoraRenderer(Renderer):
+    """The renders of a dora run: `sample.Renderer`, but at strength 0 with the adapter switched
+    off (`disable_lora`). PEFT's DoRA at scale 0 still multiplies each row by its trained
+    magnitude over ‖W‖ (its forward keeps `magnitude / ‖W + 0·BA‖`), 7 % off the base model's
+    UNet output on the tiny model, where the renders' base picture must be the base model's bit
+    for bit (every run's strength-0 render is cached as the one base picture). Other strengths
+    are diffusers' `set_adapters`, PEFT's scale."""
+
+    def render(self, demo, strength: float):
+        if self.adapter is None or strength != 0:
+            return super().render(demo, strength)
+        self.pipe.disable_lora()
+        try:
+            return render_demo(self.pipe, demo, self.size)
+        finally:
+            self.pipe.enable_lora()
+
+
 def layer_count(model: nn.Module) -> int:
     """Layers of `model` carrying an adapter: PEFT's LoRA layers and LycorisLayers."""
     from peft.tuners.lora import LoraLayer
