@@ -173,6 +173,22 @@ def test_each_type_starts_as_the_base_model_and_every_layer_gets_a_gradient(tiny
     assert len(zero) == len(adapter.layers)
 
 
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_over_a_bf16_model_each_type_starts_as_the_base_in_float32_factors(tiny_sdxl, kind):
+    """DoRA's magnitude included: PEFT draws it in the base's dtype, set again in float32."""
+    pipe = load_pipeline(tiny_sdxl, torch.bfloat16)
+    data = {
+        k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in inputs(pipe).items()
+    }
+    base = answers(pipe, data)
+    models = {"unet": pipe.unet, "text_encoder": pipe.text_encoder}
+    adapter = Adapter(SPECS[kind], models | {"text_encoder_2": pipe.text_encoder_2}, seed=3)
+    assert {p.dtype for p in adapter.parameters()} == {torch.float32}
+    started = answers(pipe, data)
+    for key in base:
+        assert torch.equal(started[key], base[key]), key
+
+
 def test_the_layers_of_each_type_are_kohyas():
     """lora/dora: the UNet's attention projections; with conv_dim the LyCORIS types add every
     Conv2d and Linear of the resnets and samplers (3×3 at conv_dim, 1×1 and Linear at rank);

@@ -261,6 +261,22 @@ class Adapter:
         for p in self.parameters():
             p.data = p.data.float()  # the factors (and so their gradients) in float32
             p.requires_grad_(True)
+        if spec.type == "dora":
+            self._magnitudes_again()
+
+    def _magnitudes_again(self) -> None:
+        """PEFT sets DoRA's magnitude to ‖W‖ as it attaches, in the factors' dtype then, the
+        base's (bf16 keeps 8 bits of the norm); its forward divides by ‖W‖ in float32, so over a
+        half-precision base step 0 would be ~1e-4 off the base model. PEFT's own
+        `update_layer` sets it again now that the factors are float32: m/‖W‖ is exactly 1."""
+        for layer in self.layers:
+            module = layer.module
+            module.lora_magnitude_vector[PEFT_ADAPTER].update_layer(
+                base_layer=module.get_base_layer(),
+                lora_A=module.lora_A[PEFT_ADAPTER].weight,
+                lora_B=module.lora_B[PEFT_ADAPTER].weight,
+                scaling=module.scaling[PEFT_ADAPTER],
+            )
 
     # -- attaching ----------------------------------------------------------------------------
 
