@@ -39,6 +39,13 @@ by metre, then drums or none, then the SHA-256 of their name, and deal them out 
 order, dev, test, dev, test, ... So each half has every metre with and without drums, and
 the halves differ by at most one song in every one of those groups (`HALF`).
 
+More development songs: `DEV_EXTRA` (`extra_songs`) draws 192 more from the same generator
+with another seed (metre in the table's proportions, style, tempo over the table's range for
+the metre, key, progression, soundfont, format, excerpt or not), named `extra_NNN`, half
+"dev_extra". They are development data only, rendered into their own folder
+(`make_corpus(extra=True)`, `data/cache/corpus60_dev_extra`), so that what the analysis
+fits is fitted on some two hundred songs, never on the test half.
+
 Nothing is committed as audio: `make_corpus(folder)` renders what is missing into a cache
 folder (git-ignored `data/cache/corpus60` by default) and reuses a song while its MIDI, its
 soundfont and the renderer are unchanged. Each song names a soundfont; where that one is
@@ -468,6 +475,62 @@ def split(songs: tuple[Song, ...]) -> dict[str, str]:
 
 HALF: dict[str, str] = split(SONGS)
 
+EXTRA_SEED = "dev_extra-1"
+EXTRA_COUNT = 192
+EXTRA_CACHE = DEFAULT_CACHE.with_name("corpus60_dev_extra")
+TONICS = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
+
+
+def extra_songs(count: int = EXTRA_COUNT, seed: str = EXTRA_SEED) -> tuple[Song, ...]:
+    """`count` more songs drawn by `seed` from what SONGS is made of: development data only.
+
+    The metre is drawn in SONGS' proportions (41:8:8:7), the style evenly among that metre's
+    styles, the tempo evenly (whole BPM) over the range SONGS gives the metre (4/4 61-200,
+    3/4 58-194, 6/8 55-136, 12/8 57-108), the key evenly among the 24, the progression among
+    SONGS' progressions in that mode, the soundfont and the format evenly; three in ten are
+    excerpts (a progression that neither starts nor ends on the tonic, cut at a bar line),
+    as 19 of SONGS' 64 are. Names are `extra_NNN`, so each melody is its own. None of these
+    is in the test half: they make the development data larger, so that a rule set on it is
+    set on some two hundred songs rather than 32.
+    """
+    rng = random.Random(seed)
+    metres = sorted({s.metre for s in SONGS})
+    weights = [sum(s.metre == m for s in SONGS) for m in metres]
+    tempi = {
+        m: (min(s.bpm for s in SONGS if s.metre == m), max(s.bpm for s in SONGS if s.metre == m))
+        for m in metres
+    }
+    styles = {m: sorted(name for name, st in STYLES.items() if st.metre == m) for m in metres}
+    progressions = {
+        scale: sorted({s.progression for s in SONGS if s.scale == scale})
+        for scale in ("major", "minor")
+    }
+    songs = []
+    for i in range(count):
+        metre = rng.choices(metres, weights)[0]
+        scale = rng.choice(("major", "minor"))
+        tonic_numeral = "I" if scale == "major" else "i"
+        excerpt = rng.random() < 0.3
+        pool = [p for p in progressions[scale] if not excerpt or tonic_numeral not in (p[0], p[-1])]
+        songs.append(
+            Song(
+                name=f"extra_{i:03d}",
+                bpm=rng.randint(*tempi[metre]),
+                tonic=rng.choice(TONICS),
+                scale=scale,
+                style=rng.choice(styles[metre]),
+                progression=rng.choice(pool),
+                font=rng.choice((FL, TM, MS)),
+                fmt=rng.choice((W, F, M, V)),
+                excerpt=excerpt,
+            )
+        )
+    return tuple(songs)
+
+
+DEV_EXTRA: tuple[Song, ...] = extra_songs()
+HALF.update({song.name: "dev_extra" for song in DEV_EXTRA})
+
 
 def available_fonts() -> dict[str, Path]:
     """The soundfonts of FONTS that are installed, by name, in FONTS' order."""
@@ -484,15 +547,17 @@ def font_for(song: Song, fonts: dict[str, Path]) -> str:
     return song.font if song.font in fonts else next(iter(fonts))
 
 
-def make_corpus(folder: Path | None = None, workers: int = 0) -> Path:
+def make_corpus(folder: Path | None = None, workers: int = 0, extra: bool = False) -> Path:
     """Render every song of SONGS that is missing or stale into `folder`; return the folder.
+
+    With `extra`, the songs of DEV_EXTRA instead, into EXTRA_CACHE by default.
 
     `folder/truth.json` lists each song with its truth, its half and the soundfont it was
     rendered with (`font`, `font_path`); `folder/<name>.mid` is the MIDI it was rendered
     from. Songs are rendered `workers` at a time (0: one a core). Raises RuntimeError naming
     the Debian packages when fluidsynth or every soundfont is missing.
     """
-    folder = Path(folder or DEFAULT_CACHE)
+    folder = Path(folder or (EXTRA_CACHE if extra else DEFAULT_CACHE))
     fluidsynth = shutil.which("fluidsynth")
     fonts = available_fonts()
     if fluidsynth is None or not fonts:
@@ -508,7 +573,7 @@ def make_corpus(folder: Path | None = None, workers: int = 0) -> Path:
         entry["name"]: entry for entry in (_read_json(folder / "truth.json") or {}).get("songs", [])
     }
     entries, todo = [], []
-    for song in SONGS:
+    for song in DEV_EXTRA if extra else SONGS:
         font = font_for(song, fonts)
         midi = song_midi(song)
         stamp = _stamp(midi, song, version, fonts[font])

@@ -19,15 +19,16 @@ tests/analysis/corpus60.py, `score` counts per half, `table` prints:
 Two estimators come with it: `plain_essentia`, the baseline (RhythmExtractor2013 "multifeature"
 for the tempo and KeyExtractor with its default profile for the key, on MonoLoader's 44.1 kHz
 mono mix; no time signature), and `tunesmith_labels`, what the labels stage writes for a file
-nobody labelled: `tunesmith.analysis.audio.analyze_audio`'s bpm and key (the analysis
-`dataset.analyse.analyse_file` runs) and the time signature the stage assumes ("4",
-`dataset.fields.ASSUMED_TIMESIGNATURE`), with no confidence since nothing measured it.
+nobody labelled: `tunesmith.analysis.audio.analyze_audio`'s bpm, key and time signature (the
+analysis `dataset.analyse.analyse_file` runs), each with its confidence.
 
 Run it from the repository root:
 
     .venv/bin/python -m tests.analysis.measure [module:function ...] [--workers N] [--songs]
+        [--dev-extra]
 
-With no estimator named it scores both of the above; `--songs` also prints every song's row.
+With no estimator named it scores both of the above; `--songs` also prints every song's row;
+`--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from tests.analysis.corpus60 import SAMPLE_RATE, SONGS, Song, make_corpus
+from tests.analysis.corpus60 import DEV_EXTRA, SAMPLE_RATE, SONGS, Song, make_corpus
 from tunesmith.dataset.workers import run_all
 
 MODULE = "tests.analysis.measure"
@@ -139,10 +140,14 @@ def measure(
 ) -> list[Result]:
     """Run `estimator` on every song (rendering the corpus first where needed), in order.
 
+    `songs`: some of SONGS, or some of DEV_EXTRA (rendered into their own folder), not both.
     `workers`: processes, as `tunesmith.dataset.workers.run_all` (0: one a core); the
     seconds are CPU seconds of each call in its own process, so they do not depend on it.
     """
-    folder = make_corpus(folder)
+    extra = [song in DEV_EXTRA for song in songs]
+    if any(extra) and not all(extra):
+        raise ValueError("measure songs of SONGS or of DEV_EXTRA, not both at once")
+    folder = make_corpus(folder, extra=bool(extra) and all(extra))
     tasks = [(estimator, str(folder / song.filename)) for song in songs]
     answers = run_all(_timed, tasks, workers)
     return [
@@ -180,9 +185,12 @@ def score(results: Sequence[Result], half: str = "all", estimator: str = "") -> 
 
 
 def scores(results: dict[str, Sequence[Result]]) -> list[Score]:
-    """Every estimator's score on each half and on all songs."""
+    """Every estimator's score on each half it has songs of, and on all its songs."""
     return [
-        score(found, half, name) for name, found in results.items() for half in (*HALVES, "all")
+        score(found, half, name)
+        for name, found in results.items()
+        for half in (*HALVES, "all")
+        if half == "all" or any(r.song.half == half for r in found)
     ]
 
 
@@ -244,19 +252,19 @@ def plain_essentia(path: str) -> Estimate:
 
 
 def tunesmith_labels(path: str) -> Estimate:
-    """What the labels stage writes for an unlabelled file: the analysis, and 4/4 assumed."""
+    """What the labels stage writes for an unlabelled file: `analyze_audio`'s bpm, key and
+    time signature, each with its confidence."""
     from tunesmith.analysis.audio import analyze_audio
-    from tunesmith.dataset.fields import ASSUMED_TIMESIGNATURE
 
     found = analyze_audio(Path(path))
     return Estimate(
         found["bpm"] or None,
         found["key"],
         found["scale"],
-        ASSUMED_TIMESIGNATURE,
+        found["timesignature"] or None,
         found["tempo_confidence"],
         found["key_confidence"],
-        None,
+        found["timesignature_confidence"],
     )
 
 
@@ -274,10 +282,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=0, help="processes, 0: one a core")
     parser.add_argument("--folder", type=Path, default=None, help="the corpus cache folder")
     parser.add_argument("--songs", action="store_true", help="print every song's row too")
+    parser.add_argument("--dev-extra", action="store_true", help="the DEV_EXTRA songs instead")
     args = parser.parse_args(argv)
     specs = args.estimators or [f"{MODULE}:plain_essentia", f"{MODULE}:tunesmith_labels"]
+    songs = DEV_EXTRA if args.dev_extra else SONGS
     results = {
-        spec.rpartition(":")[2]: measure(load(spec), args.folder, args.workers) for spec in specs
+        spec.rpartition(":")[2]: measure(load(spec), args.folder, args.workers, songs)
+        for spec in specs
     }
     if args.songs:
         print(song_table(results), end="\n\n")

@@ -4,17 +4,20 @@
 mp3, ...) at its native rate; a file with more than two channels, which AudioLoader refuses,
 is read with libsndfile instead (wav, flac, ogg) and mixed down. It reports:
 
+- a chromagram (`analysis.chroma`, full band and bass) that the tempo's level, the metre and
+  the key read the harmony from;
 - tempo (`analysis.tempo`): RhythmExtractor2013 ("multifeature") on a mono mix resampled to
-  44.1 kHz, the only rate it works at, with its octave chosen from low-register onset density
-  and a tempo prior. `bpm_confidence` is the tracker's own confidence, 0 to 5.32 (not 0..1; Essentia
-  calls above 3.5 excellent); `tempo_confidence` is the 0..1 confidence of the final bpm.
-  bpm and both confidences are 0.0 when no tempo is found.
+  44.1 kHz, the only rate it works at, at the metrical level `analysis.meter` chooses from
+  the music (where its chords change, how its beat divides, what recurs). `bpm_confidence`
+  is the tracker's own confidence, 0 to 5.32 (not 0..1; Essentia calls above 3.5
+  excellent); `tempo_confidence` is the 0..1 confidence of the final bpm. bpm and both
+  confidences are 0.0 when no tempo is found.
 - time signature (`analysis.meter`): ACE-Step 1.5's value, "3", "4" or "6" (12/8 is "4"),
-  from the autocorrelation of onset strength at the tracker's pulse; a compound metre also
-  sets the tempo's level (the dotted quarter). `timesignature_confidence` is 0..1.
-- key and scale (`analysis.key`): KeyExtractor on the same mono mix, with a major key and its
-  relative minor told apart by how the song starts and ends. `key_strength` is the profile
-  correlation (near 0 on silence or drums only: the key is noise); `key_confidence` is 0..1.
+  chosen with the tempo's level. `timesignature_confidence` is 0..1.
+- key and scale (`analysis.key`): the 24 keys weighed on the chroma's profile, KeyExtractor's
+  answer, how the song starts and ends, and the chords it plays. `key_strength` is
+  KeyExtractor's profile correlation (near 0 on silence or drums only: the key is noise);
+  `key_confidence` is 0..1.
 - integrated loudness (EBU R128 / ITU-R BS.1770) on the file's channels at the native rate;
   for more than two channels, on the mono mix (BS.1770 would weight surround channels by
   1.41 and leave out the LFE, which needs a channel layout libsndfile does not report).
@@ -37,10 +40,12 @@ import essentia
 import numpy as np
 import soundfile as sf
 
+from tunesmith.analysis import chroma as chroma_analysis
 from tunesmith.analysis import key as key_analysis
 from tunesmith.analysis import meter as meter_analysis
 from tunesmith.analysis import tempo as tempo_analysis
-from tunesmith.analysis.key import KEY_PROFILE, PITCH_CLASSES
+from tunesmith.analysis.chroma import PITCH_CLASSES
+from tunesmith.analysis.key import KEY_PROFILE
 
 __all__ = [
     "ANALYSIS_PARAMS",
@@ -50,7 +55,7 @@ __all__ = [
     "analyze_audio",
 ]
 
-ANALYZER_VERSION = "3"
+ANALYZER_VERSION = "4"
 
 ANALYSIS_SAMPLE_RATE = 44100  # RhythmExtractor2013 requires 44.1 kHz (its documentation)
 
@@ -60,36 +65,36 @@ ANALYSIS_PARAMS: dict = {
     "analysis_sample_rate": ANALYSIS_SAMPLE_RATE,
     "mono_mix": "mean of the channels",
     "resample": {"algorithm": "Resample", "quality": 1},
+    "chroma": {
+        "algorithm": "HPCP",
+        "frame": chroma_analysis.FRAME,
+        "hop": chroma_analysis.HOP,
+        "bands_hz": {
+            "full": chroma_analysis.FULL_BAND,
+            "bass": chroma_analysis.BASS_BAND,
+            "low": chroma_analysis.LOW_BAND,
+        },
+    },
     "rhythm": {
         "algorithm": "RhythmExtractor2013",
         "method": "multifeature",
-        "min_tempo": tempo_analysis.MIN_TEMPO,
-        "max_tempo": tempo_analysis.MAX_TEMPO,
-        "octave": {
-            "preferred_bpm": tempo_analysis.PREFERRED_BPM,
-            "low_onsets_per_beat": tempo_analysis.LOW_ONSETS_PER_BEAT,
-            "low_register_hz": tempo_analysis.LOW_REGISTER_HZ,
-            "width_octaves": tempo_analysis.WIDTH_OCTAVES,
-            "tracker_prior": round(tempo_analysis.TRACKER_PRIOR, 6),
-            "second_estimator": "PercivalBpmEstimator",
-        },
-    },
-    "metre": {
+        "min_tempo": meter_analysis.MIN_TEMPO,
+        "max_tempo": meter_analysis.MAX_TEMPO,
         "onset_strength": "log spectral flux, full band and under "
         f"{meter_analysis.LOW_BAND_HZ:g} Hz, hop {meter_analysis.HOP}",
-        "margins": {
-            "triplet": meter_analysis.TRIPLET_MARGIN,
-            "eighths": meter_analysis.GROUP_MARGIN,
-            "eighths_min_bpm": meter_analysis.EIGHTH_MIN_BPM,
-            "dotted": meter_analysis.DOTTED_MARGIN,
-            "waltz": meter_analysis.WALTZ_MARGIN,
+        "weights": meter_analysis.WEIGHTS,
+        "tracker_prior": {str(k): v for k, v in meter_analysis.TRACKER_PRIOR.items()},
+        "review_probability": {
+            "tempo": tempo_analysis.REVIEW_PROBABILITY,
+            "timesignature": meter_analysis.REVIEW_PROBABILITY,
         },
     },
     "key": {
         "algorithm": "KeyExtractor",
         "profile": KEY_PROFILE,
         "spelling": "C# Eb F# Ab Bb",
-        "relative": {"bass_band": key_analysis.BASS_BAND, "trim_db": key_analysis.TRIM_DB},
+        "weights": key_analysis.WEIGHTS,
+        "review_probability": key_analysis.REVIEW_PROBABILITY,
     },
     "loudness": {"algorithm": "LoudnessEBUR128", "hop_seconds": 0.1, "output": "integrated"},
 }
@@ -127,12 +132,11 @@ def analyze_audio(path: Path) -> dict:
         metered = np.stack([mono, np.zeros_like(mono)], axis=1)
     loudness = es.LoudnessEBUR128(sampleRate=sample_rate, hopSize=0.1)(metered)[2]
 
-    if sample_rate != ANALYSIS_SAMPLE_RATE:
-        mono = es.Resample(
-            inputSampleRate=sample_rate, outputSampleRate=ANALYSIS_SAMPLE_RATE, quality=1
-        )(mono)
-    tempo = tempo_analysis.estimate_tempo(mono)
-    key = key_analysis.estimate_key(mono, tempo.bpm)
+    mono = analysis_mono(mono, sample_rate)
+    chroma = chroma_analysis.chroma(mono)
+    tracked = tempo_analysis.track(mono)
+    tempo = tempo_analysis.estimate_tempo(mono, chroma, tracked)
+    key = key_analysis.estimate_key(mono, chroma, tracked.ticks, bar_seconds(tempo))
     return {
         "duration": len(samples) / float(sample_rate),
         "sample_rate": int(sample_rate),
@@ -150,6 +154,25 @@ def analyze_audio(path: Path) -> dict:
         "tempo": tempo.as_dict(),
         "key_detail": key.as_dict(),
     }
+
+
+def analysis_mono(mono: np.ndarray, sample_rate: int) -> np.ndarray:
+    """The mono mix at ANALYSIS_SAMPLE_RATE, float32."""
+    import essentia.standard as es
+
+    if sample_rate != ANALYSIS_SAMPLE_RATE:
+        mono = es.Resample(
+            inputSampleRate=sample_rate, outputSampleRate=ANALYSIS_SAMPLE_RATE, quality=1
+        )(mono)
+    return np.asarray(mono, dtype=np.float32)
+
+
+def bar_seconds(tempo: tempo_analysis.Tempo) -> float:
+    """The bar's length at the tempo in the metre found (0 when there is no tempo)."""
+    if tempo.bpm <= 0:
+        return 0.0
+    metre = meter_analysis.METRES.get(tempo.metre.get("metre", "4/4"), meter_analysis.METRES["4/4"])
+    return metre.beats * 60.0 / tempo.bpm
 
 
 def _decode(path: Path) -> tuple[np.ndarray, int, int]:

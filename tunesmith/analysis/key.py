@@ -1,50 +1,89 @@
-"""Key of a mono 44.1 kHz signal: Essentia's KeyExtractor, with relative keys told apart.
+"""Key of a mono 44.1 kHz signal: the 24 major and minor keys weighed on what the music does.
 
-KeyExtractor correlates the song's pitch-class profile with a key profile. A major key and
-its relative minor (C major, A minor) use the same seven notes, so their profiles differ
-only in which notes weigh most; on songs in natural minor (i-VI-III-VII and the like) the
-extractor often names the relative major. Which of the two is the tonic is decided here the
-way a musician hears it: tonal music states its tonic where it starts and where it ends.
-Four signals, each in [-1, 1], positive for the extractor's key and negative for its
-relative, are averaged into `evidence`:
+Essentia's KeyExtractor correlates the song's pitch-class profile with one key profile; on
+songs in natural minor it often names the relative major or the minor key a fourth up (the
+two share all but one note), and songs cut from the middle of a piece, which neither start
+nor end on their tonic, mislead any rule that looks at the ends alone. Here every key is
+weighed on six measured values, each how a listener finds a tonic:
 
-- in the first and the last bar, how much better the full-band chroma (Essentia's HPCP)
-  matches the tonic triad of one key than of the other (cosine similarity);
-- in the same two bars, the bass register (20-150 Hz, the lowest band of Essentia's
-  BeatsLoudness), how much more of the bass sits on one tonic than on the other.
+- `profile`: the correlation of the song's mean chroma (analysis.chroma, full band) with the
+  key's Krumhansl-Kessler probe-tone profile (Krumhansl and Kessler 1982, the values
+  Essentia's Key algorithm uses as "krumhansl");
+- `extractor`: 1 for the key KeyExtractor names ("bgate" profile, Essentia's default), 0 for
+  the others;
+- `start_end`: how well the first and the last bar's chroma match the key's tonic triad
+  (cosine), averaged: tonal music states its tonic where it starts and ends;
+- `start_end_bass`: how much of the bass in the first and last bar sits on the tonic, against
+  the bar's strongest bass note;
+- `tonic_chord`: the share of the beat tracker's pulses whose chord (analysis.chroma.chords)
+  is the tonic triad;
+- `diatonic_chords`: the share whose chord belongs to the key (major: I ii iii IV V vi; minor:
+  i iv v III VI VII and the harmonic V). This tells a minor key from the minor key a fourth
+  up, whose v is minor where the song plays a major chord, and whose VII is not in the song.
 
-A bar is four beats at the song's tempo (two seconds when there is none), counted from the
-first and back from the last sound above -40 dB of the peak. The relative key is taken only
-when the evidence is below -RELATIVE_MARGIN and the two chroma signals alone lean the same
-way: the bass of one bar (a single low note under a major chord) does not turn a key into
-its relative. The margin of 0.2 was set on the development half of tests/analysis/
-corpus60.py: there the extractor's key was right on three songs whose evidence was between
-0 and -0.2 (sparse or excerpted major songs), and wrong on two below -0.3. The confidence is
-the profile correlation (key_strength) times (1 + e) / 2, e the evidence for the key chosen
-(the evidence itself, or its negative when the relative is taken): one half of the strength
-when the start and end say nothing, less when they lean against the key kept.
+Their weighted sum is each key's log-odds and the softmax its probability; the weights were
+fitted (a conditional logit) by tests/analysis/fit_analysis.py on development songs only
+(analysis.meter says which). The confidence is the probability raised to the power that puts
+REVIEW_PROBABILITY at 0.5, the labels' review floor (analysis.meter.calibrated). A bar is
+the metre's bar at the song's tempo (two seconds when there is none), counted from the first
+and back from the last sound above -40 dB of the peak.
 
-Not handled: modulation (one global key), modes other than major and minor, parallel keys
-(C major against C minor), songs that neither start nor end on their tonic.
+Not handled: modulation (one global key), modes other than major and minor, chords other
+than triads (analysis.chroma).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from tunesmith.analysis import chroma as chroma_analysis
+from tunesmith.analysis.chroma import PITCH_CLASSES, TRIADS
+from tunesmith.analysis.meter import calibrated
+
 SAMPLE_RATE = 44100
-# "bgate": Essentia's default, built from Beatport's global-key set (electronic music, as
-# loops usually are). On synthesised clips in 12 keys it tied for best with "edma" and
-# "krumhansl" over six progressions; "edmm" called major keys minor, "temperley" and
-# "diatonic" failed more often on progressions that do not start on the tonic.
+# "bgate": Essentia's default, built from Beatport's global-key set.
 KEY_PROFILE = "bgate"
-PITCH_CLASSES = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
 _ENHARMONIC = {"Db": "C#", "D#": "Eb", "Gb": "F#", "G#": "Ab", "A#": "Bb"}
-BASS_BAND = (20.0, 150.0)  # Hz
 TRIM_DB = -40.0  # what counts as sound when finding the first and last bar
-RELATIVE_MARGIN = 0.2  # evidence below minus this takes the relative key (docstring)
+# Krumhansl and Kessler (1982) probe-tone ratings, tonic first (Essentia's "krumhansl").
+KRUMHANSL = {
+    "major": np.array([6.35, 2.23, 3.48, 2.33, 4.38, 4.09, 2.52, 5.19, 2.39, 3.66, 2.29, 2.88]),
+    "minor": np.array([6.33, 2.68, 3.52, 5.38, 2.60, 3.53, 2.54, 4.75, 3.98, 2.69, 3.34, 3.17]),
+}
+# Degrees (semitones above the tonic) and qualities of the key's chords (module docstring).
+DIATONIC = {
+    "major": {(0, "major"), (2, "minor"), (4, "minor"), (5, "major"), (7, "major"), (9, "minor")},
+    "minor": {
+        (0, "minor"),
+        (5, "minor"),
+        (7, "minor"),
+        (7, "major"),
+        (3, "major"),
+        (8, "major"),
+        (10, "major"),
+    },
+}
+FEATURES = (
+    "profile",
+    "extractor",
+    "start_end",
+    "start_end_bass",
+    "tonic_chord",
+    "diatonic_chords",
+)
+# Fitted by tests/analysis/fit_analysis.py (module docstring).
+WEIGHTS = {
+    "profile": 7.033,
+    "extractor": 1.269,
+    "start_end": 1.042,
+    "start_end_bass": 1.827,
+    "tonic_chord": 4.406,
+    "diatonic_chords": 9.752,
+}
+REVIEW_PROBABILITY = 0.65  # a key less probable than this is listed for review
+KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
 
 
 @dataclass(frozen=True)
@@ -54,150 +93,115 @@ class Key:
     strength: float  # KeyExtractor's profile correlation for its own answer
     confidence: float  # 0..1, see the module docstring
     extractor_key: str  # what KeyExtractor said, e.g. "D major"
-    evidence: float  # -1..1, positive for the extractor's key over its relative
+    probability: float  # of the key, before the review calibration
+    candidates: list[dict] = field(default_factory=list)  # the three most probable keys
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def estimate_key(mono: np.ndarray, bpm: float) -> Key:
-    """The key of `mono` (float32, 44.1 kHz); `bpm` (0 for none) sets the bar length."""
+def estimate_key(
+    mono: np.ndarray,
+    chroma: chroma_analysis.Chroma,
+    ticks: np.ndarray,
+    bar_seconds: float,
+) -> Key:
+    """The key of `mono` (float32, 44.1 kHz) from its chromagram, the beat tracker's ticks
+    (empty for none) and the bar's length in seconds (0 for none: two seconds)."""
     import essentia.standard as es
 
-    key, scale, strength = es.KeyExtractor(profileType=KEY_PROFILE, sampleRate=SAMPLE_RATE)(mono)
-    key = _ENHARMONIC.get(key, key)
-    relative = relative_key(key, scale)
-    bar = 4 * 60.0 / bpm if bpm > 0 else 2.0
-    signals = boundary_signals(mono, bar, (key, scale), relative)
-    evidence = float(np.mean(signals)) if signals else 0.0
-    chroma = float(np.mean(signals[0::2])) if signals else 0.0
-    switch = evidence < -RELATIVE_MARGIN and chroma < 0
-    chosen = relative if switch else (key, scale)
-    support = -evidence if switch else evidence
+    name, scale, strength = es.KeyExtractor(profileType=KEY_PROFILE, sampleRate=SAMPLE_RATE)(mono)
+    extractor = (_ENHARMONIC.get(name, name), scale)
+    found = evidence(sounding(mono), chroma, ticks, bar_seconds, extractor)
+    scores = np.array([sum(WEIGHTS[k] * e[k] for k in FEATURES) for e in found])
+    p = np.exp(scores - scores.max())
+    p /= p.sum()
+    order = np.argsort(-p)
+    tonic, chosen_scale = KEYS[order[0]]
     return Key(
-        key=chosen[0],
-        scale=chosen[1],
+        key=PITCH_CLASSES[tonic],
+        scale=chosen_scale,
         strength=float(strength),
-        confidence=round(float(strength) * (1 + support) / 2, 4),
-        extractor_key=f"{key} {scale}",
-        evidence=round(evidence, 4),
+        confidence=round(calibrated(float(p[order[0]]), REVIEW_PROBABILITY), 4),
+        extractor_key=f"{extractor[0]} {extractor[1]}",
+        probability=round(float(p[order[0]]), 4),
+        candidates=[
+            {
+                "key": f"{PITCH_CLASSES[KEYS[i][0]]} {KEYS[i][1]}",
+                "probability": round(float(p[i]), 4),
+                "evidence": {k: round(v, 4) for k, v in found[i].items()},
+            }
+            for i in order[:3]
+        ],
     )
 
 
-def relative_key(key: str, scale: str) -> tuple[str, str]:
-    """C major → A minor, A minor → C major."""
-    index = PITCH_CLASSES.index(key)
-    if scale == "major":
-        return PITCH_CLASSES[(index + 9) % 12], "minor"
-    return PITCH_CLASSES[(index + 3) % 12], "major"
+def evidence(
+    sounding_seconds: tuple[float, float],
+    chroma: chroma_analysis.Chroma,
+    ticks: np.ndarray,
+    bar_seconds: float,
+    extractor: tuple[str, str],
+) -> list[dict[str, float]]:
+    """The FEATURES of each of KEYS (module docstring), in KEYS' order; `sounding_seconds`:
+    where the sound starts and ends (`sounding`)."""
+    start, end = sounding_seconds
+    bar = bar_seconds if bar_seconds > 0 else 2.0
+    ends = np.array([start, min(end, start + bar), max(start, end - bar), end])
+    first, _, last = chroma_analysis.segments(chroma.full, ends)
+    first_bass, _, last_bass = chroma_analysis.segments(chroma.bass, ends)
+    whole = chroma_analysis.segments(chroma.full, np.array([start, end]))[0]
+    if len(ticks) >= 2:
+        pulses = ticks
+    else:  # no beat: half-second segments
+        pulses = np.arange(start, end + 0.5, 0.5)
+    labels = chroma_analysis.chords(
+        chroma_analysis.segments(chroma.full, pulses), chroma_analysis.segments(chroma.bass, pulses)
+    )
+    labels = labels[labels >= 0]
+    rows: list[dict[str, float]] = []
+    for tonic, scale in KEYS:
+        profile = np.roll(KRUMHANSL[scale], tonic)
+        triad = [tonic, (tonic + (4 if scale == "major" else 3)) % 12, (tonic + 7) % 12]
+        chords = {
+            TRIADS.index(((tonic + degree) % 12, quality)) for degree, quality in DIATONIC[scale]
+        }
+        home = TRIADS.index((tonic, scale))
+        row = {
+            "profile": _correlation(whole, profile),
+            "extractor": 1.0 if extractor == (PITCH_CLASSES[tonic], scale) else 0.0,
+            "start_end": (_on_triad(first, triad) + _on_triad(last, triad)) / 2,
+            "start_end_bass": (_share(first_bass, tonic) + _share(last_bass, tonic)) / 2,
+            "tonic_chord": float(np.mean(labels == home)) if len(labels) else 0.0,
+            "diatonic_chords": float(np.mean([c in chords for c in labels]))
+            if len(labels)
+            else 0.0,
+        }
+        rows.append({name: float(value) for name, value in row.items()})
+    return rows
 
 
-def boundary_evidence(
-    mono: np.ndarray, bar_seconds: float, found: tuple[str, str], relative: tuple[str, str]
-) -> float:
-    """The mean of the four signals of the module docstring, in [-1, 1]."""
-    signals = boundary_signals(mono, bar_seconds, found, relative)
-    return float(np.mean(signals)) if signals else 0.0
-
-
-def boundary_signals(
-    mono: np.ndarray, bar_seconds: float, found: tuple[str, str], relative: tuple[str, str]
-) -> list[float]:
-    """The four signals: chroma and bass of the first bar, then of the last; [] for silence."""
-    start, end = _sounding(mono)
-    if end <= start:
-        return []
-    length = int(bar_seconds * SAMPLE_RATE)
-    bars = (mono[start : min(end, start + length)], mono[max(start, end - length) : end])
-    signals = []
-    for segment in bars:
-        chroma = _chroma(segment)
-        signals.append(_cosine(chroma, _triad(*found)) - _cosine(chroma, _triad(*relative)))
-        bass = _bass_chroma(segment)
-        top = bass.max()
-        tonic, other = _hpcp_index(found[0]), _hpcp_index(relative[0])
-        signals.append(float((bass[tonic] - bass[other]) / top) if top > 0 else 0.0)
-    return signals
-
-
-def _sounding(mono: np.ndarray) -> tuple[int, int]:
+def sounding(mono: np.ndarray) -> tuple[float, float]:
+    """Seconds of the first and last sample above TRIM_DB of the peak ((0, 0) for silence)."""
     peak = float(np.abs(mono).max()) if len(mono) else 0.0
-    loud = np.nonzero(np.abs(mono) > peak * 10 ** (TRIM_DB / 20))[0] if peak > 0 else []
-    return (int(loud[0]), int(loud[-1]) + 1) if len(loud) else (0, 0)
+    if peak <= 0:
+        return 0.0, 0.0
+    loud = np.nonzero(np.abs(mono) > peak * 10 ** (TRIM_DB / 20))[0]
+    return float(loud[0]) / SAMPLE_RATE, float(loud[-1] + 1) / SAMPLE_RATE
 
 
-def _hpcp_index(pitch_class: str) -> int:
-    """HPCP bin of a pitch class: bin 0 is A (reference frequency 440 Hz)."""
-    return (PITCH_CLASSES.index(pitch_class) + 3) % 12
-
-
-def _triad(key: str, scale: str) -> np.ndarray:
-    root = _hpcp_index(key)
-    template = np.zeros(12)
-    template[[root, (root + (4 if scale == "major" else 3)) % 12, (root + 7) % 12]] = 1.0
-    return template
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+def _correlation(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a - a.mean(), b - b.mean()
+    norm = float(np.sqrt((a @ a) * (b @ b)))
     return float(a @ b) / norm if norm > 0 else 0.0
 
 
-def _frames(segment: np.ndarray, size: int, hop: int):
-    import essentia.standard as es
-
-    if len(segment) < size:  # one zero-padded frame for a segment shorter than a frame
-        segment = np.pad(segment, (0, size - len(segment))).astype(np.float32)
-    return es.FrameGenerator(segment, frameSize=size, hopSize=hop, startFromZero=True)
+def _on_triad(chroma: np.ndarray, triad: list[int]) -> float:
+    """Cosine of a chroma with the triad's three notes."""
+    norm = float(np.linalg.norm(chroma))
+    return float(chroma[triad].sum()) / (norm * np.sqrt(3.0)) if norm > 0 else 0.0
 
 
-def _chroma(segment: np.ndarray) -> np.ndarray:
-    """Mean 12-bin HPCP of a segment, with KeyExtractor's frame size and peak settings."""
-    import essentia.standard as es
-
-    window, spectrum = es.Windowing(type="blackmanharris62"), es.Spectrum()
-    peaks = es.SpectralPeaks(
-        orderBy="magnitude",
-        magnitudeThreshold=1e-5,
-        minFrequency=25,
-        maxFrequency=3500,
-        maxPeaks=60,
-        sampleRate=SAMPLE_RATE,
-    )
-    hpcp = es.HPCP(
-        size=12,
-        referenceFrequency=440,
-        minFrequency=25,
-        maxFrequency=3500,
-        weightType="cosine",
-        nonLinear=False,
-        windowSize=1.0,
-    )
-    frames = [hpcp(*peaks(spectrum(window(f)))) for f in _frames(segment, 4096, 2048)]
-    return np.mean(frames, axis=0) if frames else np.zeros(12)
-
-
-def _bass_chroma(segment: np.ndarray) -> np.ndarray:
-    """Spectral-peak magnitude per pitch class in BASS_BAND, bin 0 = A.
-
-    HPCP refuses a band this narrow, so the peaks are folded by hand; 16384-sample frames
-    (2.7 Hz a bin, with the peaks' parabolic interpolation) resolve semitones down to E1.
-    """
-    import essentia.standard as es
-
-    window, spectrum = es.Windowing(type="blackmanharris62"), es.Spectrum()
-    peaks = es.SpectralPeaks(
-        orderBy="magnitude",
-        magnitudeThreshold=1e-5,
-        minFrequency=BASS_BAND[0],
-        maxFrequency=BASS_BAND[1],
-        maxPeaks=20,
-        sampleRate=SAMPLE_RATE,
-    )
-    chroma = np.zeros(12)
-    for frame in _frames(segment, 16384, 4096):
-        frequencies, magnitudes = peaks(spectrum(window(frame)))
-        for frequency, magnitude in zip(frequencies, magnitudes, strict=True):
-            if frequency > 0:
-                chroma[int(round(12 * np.log2(frequency / 440.0))) % 12] += magnitude
-    return chroma
+def _share(bass: np.ndarray, tonic: int) -> float:
+    top = float(bass.max())
+    return float(bass[tonic]) / top if top > 0 else 0.0

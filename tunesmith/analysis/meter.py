@@ -1,56 +1,116 @@
-"""Metre of a mono 44.1 kHz signal: beats a bar (3 or 4) and whether the beat divides in three.
+"""Metre and the tempo's metrical level of a mono 44.1 kHz signal, chosen together.
 
-The beat tracker (analysis.tempo) gives one pulse, the tracker's tempo T (its period p = 60/T
-seconds), which may be the beat, its eighth notes, or the quarter notes of a compound metre.
-What else recurs is read from the autocorrelation of two onset-strength curves (a positive
-log-spectral flux, 172 frames a second, its one-second running mean taken away): one over the
-full band (every note, hats included) and one under 200 Hz (kick and bass, which mark the
-bar). F(x) and L(x) are their autocorrelations, normalised to 1 at lag 0, at lag x (the
-highest value within 3% of x, so that a tracker a little off still reads its peaks).
-The rules, in this order, each from the structure of the metre it names:
+The beat tracker (analysis.tempo) gives one pulse, the tracker's tempo T, which may be the
+beat, its eighth notes, its half notes, or the quarter notes of a compound metre. Which it
+is, and the metre, are chosen among hypotheses (metre, factor): the beat's tempo is
+factor x T, and the metre says how many beats make a bar and whether the beat divides in two
+or in three:
 
-1. the beat divides in three at p (6/8 or 12/8 at the tracker's tempo):
-   `triplet = min(F(p/3), F(2p/3)) - F(p/2) > TRIPLET_MARGIN`;
-2. the tracker counts the eighths of a compound metre (the beat is 3p, the tempo T/3): the
-   bass groups the tracker's pulses in threes, `L(3p) - max(L(2p), L(4p)) > GROUP_MARGIN`,
-   at a pulse too fast to be a waltz's beat (T >= EIGHTH_MIN_BPM);
-3. the tracker counts quarter notes of a compound metre (the beat is 1.5p, the tempo 2T/3):
-   `F(1.5p) - F(p) > DOTTED_MARGIN`, the dotted quarter recurs more than the tracker's pulse;
-4. otherwise the metre is simple; three beats a bar when either curve groups them in threes,
-   `max over F, L of X(3p) - max(X(2p), X(4p)) > WALTZ_MARGIN`, four otherwise.
+| metre | beats a bar | beat divides in | factors weighed | ACE-Step's value |
+|---|---|---|---|---|
+| 4/4 | 4 | 2 | 1/2, 1, 2 | "4" |
+| 3/4 | 3 | 2 | 1/2, 1, 3/2, 2 | "3" |
+| 6/8 | 2 dotted quarters | 3 | 1/3, 2/3, 1, 2 | "6" |
+| 12/8 | 4 dotted quarters | 3 | 1/3, 2/3, 1 | "4" |
 
-A compound metre is written "6" (ACE-Step 1.5's value for 6/8) unless the full band recurs
-more at four beats than at two (`F(4b) - F(2b) > WALTZ_MARGIN`, b the beat), which is 12/8,
-written "4" (its four dotted-quarter beats a bar, as tests/analysis/corpus60.py has it).
+(only tempi from MIN_TEMPO to MAX_TEMPO). Each hypothesis predicts what the music does, and
+four measured values say how well it does, each from the structure of metre itself, not from
+the tempo it would give (a 60 and a 120 BPM song are equally likely a priori):
 
-The margins are round values set on the development half of tests/analysis/corpus60.py: the
-smallest that no song of another metre there reached. The confidence (0..1) is how far past
-its margin the deciding value lies (half at the margin, 1 one margin beyond), times how
-periodic the signal is at all (F at the beat over 0.5, at most 1): a free-time string pad
-reads "4" with a confidence near 0. A "4" found because nothing said 3 or compound gets the
-confidence of the 3/4 test's distance from its margin, counted the other way.
+- `harmony`: chords change at bar lines. The chord novelty of analysis.chroma (full band
+  plus low register) on a grid of half pulses is correlated with a comb of the hypothesis's bar
+  length (beats a bar / factor pulses), at the comb's best phase. A hypothesis a level too
+  fast puts its bar lines on half the changes; one a level too slow misses every other one.
+- `division`: the beat divides in two (simple metre) or three (compound). From the
+  autocorrelation F of the full-band onset strength at the hypothesis's beat b:
+  min(F(b/3), F(2b/3)) - F(b/2), positive when thirds of the beat recur more than halves;
+  counted for compound hypotheses and against simple ones.
+- `beat_full`, `beat_low`: the beat recurs. F(b), and L(b) for the onset strength under
+  200 Hz (kick, bass), which marks the beat rather than its subdivisions.
 
-Not handled: 2/4 (read as "4"), 5/4, 7/8 and other odd metres, metre changes, and a 3/4 whose
-tracker counts dotted quarters (a fast waltz heard in two).
+Their weighted sum, plus a log-prior over the tracker's own error (how often its pulse is
+the beat, its eighths, its half notes, ...), is each hypothesis's log-odds; the softmax gives
+probabilities. The weights and the prior were fitted (maximum likelihood of the right
+hypothesis, a conditional logit) by tests/analysis/fit_analysis.py on development songs only:
+the "dev" half of tests/analysis/corpus60.py, its "dev_extra" songs (more of the same
+generator, other seeds) and the "tuning" half of tests/analysis/corpus.py; the test halves
+were scored once afterwards.
+
+The time signature's probability is the sum over the hypotheses that give it, the tempo's
+the sum over those within 4% of it (analysis.tempo). A confidence is that probability
+raised to a power that puts REVIEW_PROBABILITY at 0.5, the labels' review floor: values
+whose runners-up are close get listed (the probabilities were set on the same development
+songs so that most wrong values and few right ones fall under it).
+
+Not handled: 2/4 (read as 4/4), 5/4, 7/8 and other odd metres, metre and tempo changes;
+music whose chords do not change with the bar (a drone, one chord throughout) leaves the
+harmony silent and the choice to the onsets.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 
 import numpy as np
+
+from tunesmith.analysis import chroma as chroma_analysis
 
 SAMPLE_RATE = 44100
 HOP = 256  # 172 onset frames a second: a third of a beat at 208 BPM is 16 frames
 FRAME = 2048
 LOW_BAND_HZ = 200.0
 LAG_TOLERANCE = 0.03
-TRIPLET_MARGIN = 0.3
-GROUP_MARGIN = 0.2
-EIGHTH_MIN_BPM = 140.0
-DOTTED_MARGIN = 0.2
-WALTZ_MARGIN = 0.06
-PERIODIC = 0.5  # F at the beat above this: the signal is periodic enough to trust
+MIN_TEMPO, MAX_TEMPO = 40, 208  # RhythmExtractor2013's defaults, made explicit
+
+
+@dataclass(frozen=True)
+class Bar:
+    beats: int  # beats a bar
+    compound: bool  # the beat divides in three
+    timesignature: str  # ACE-Step 1.5's value
+
+
+METRES: dict[str, Bar] = {
+    "4/4": Bar(4, False, "4"),
+    "3/4": Bar(3, False, "3"),
+    "6/8": Bar(2, True, "6"),
+    "12/8": Bar(4, True, "4"),  # four dotted-quarter beats, as tests/analysis/corpus60 has it
+}
+F = Fraction
+FACTORS: dict[str, tuple[Fraction, ...]] = {
+    "4/4": (F(1, 2), F(1), F(2)),
+    "3/4": (F(1, 2), F(1), F(3, 2), F(2)),
+    "6/8": (F(1, 3), F(2, 3), F(1), F(2)),
+    "12/8": (F(1, 3), F(2, 3), F(1)),
+}
+FEATURES = ("harmony", "division", "beat_full", "beat_low")
+# Fitted by tests/analysis/fit_analysis.py (module docstring); the prior is relative to the
+# tracker's own level (factor 1).
+WEIGHTS = {"harmony": 13.430, "division": 2.619, "beat_full": 4.306, "beat_low": 4.164}
+TRACKER_PRIOR: dict[Fraction, float] = {
+    F(1, 3): -1.807,
+    F(1, 2): -3.307,
+    F(2, 3): 0.110,
+    F(1): 0.0,
+    F(3, 2): -2.174,
+    F(2): 1.718,
+}
+METRE_PRIOR = {"4/4": 0.0, "3/4": -0.135, "6/8": -1.049, "12/8": -1.107}
+REVIEW_PROBABILITY = 0.9  # a time signature less probable than this is listed for review
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    metre: str  # a key of METRES
+    factor: Fraction  # the beat's tempo over the tracker's
+    bpm: float
+    evidence: dict[str, float]  # FEATURES
+
+    def log_odds(self) -> float:
+        prior = TRACKER_PRIOR[self.factor] + METRE_PRIOR[self.metre]
+        return prior + sum(WEIGHTS[k] * self.evidence[k] for k in FEATURES)
 
 
 @dataclass(frozen=True)
@@ -58,81 +118,133 @@ class Metre:
     timesignature: str  # ACE-Step 1.5's value: "3", "4" or "6"
     confidence: float  # 0..1, see the module docstring
     compound: bool  # the beat divides in three (6/8, 12/8)
-    factor: float  # the beat's tempo over the tracker's: 1, 1/3 or 2/3
-    rule: str  # which rule decided: "triplet", "eighths", "dotted", "waltz", "simple"
-    features: dict  # the values the rules compared, rounded
+    factor: float  # the beat's tempo over the tracker's: 1/3, 1/2, 2/3, 1, 3/2 or 2
+    metre: str  # "4/4", "3/4", "6/8" or "12/8"
+    probability: float  # of the time signature, before the review calibration
+    hypotheses: list[dict] = field(default_factory=list)  # each weighed one, most likely first
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-UNKNOWN = Metre("4", 0.0, False, 1.0, "none", {})
+UNKNOWN = Metre("4", 0.0, False, 1.0, "4/4", 0.0)
 
 
-def estimate_metre(mono: np.ndarray, tracker_bpm: float) -> Metre:
-    """The metre of `mono` (float32, 44.1 kHz) given the beat tracker's tempo (0: none)."""
-    if tracker_bpm <= 0 or len(mono) < FRAME * 4:
-        return UNKNOWN
-    full, low = (autocorrelation(curve) for curve in onset_strength(mono))
-    return decide(full, low, 60.0 / tracker_bpm)
+def hypotheses(
+    tracker_bpm: float,
+    ticks: np.ndarray,
+    full_acf: np.ndarray,
+    low_acf: np.ndarray,
+    chroma: chroma_analysis.Chroma,
+) -> list[Hypothesis]:
+    """Every (metre, factor) of the module docstring inside the tempo range, with its
+    evidence."""
+    weighed = [
+        (metre, bar, factor)
+        for metre, bar in METRES.items()
+        for factor in FACTORS[metre]
+        if MIN_TEMPO <= float(factor) * tracker_bpm <= MAX_TEMPO
+    ]
+    combs = harmony_combs(ticks, chroma, {int(2 * bar.beats / f) for _, bar, f in weighed})
+    found = []
+    for metre, bar, factor in weighed:
+        bpm = float(factor) * tracker_bpm
+        beat = 60.0 / bpm
+        thirds = min(_at(full_acf, beat / 3), _at(full_acf, 2 * beat / 3))
+        triple = thirds - _at(full_acf, beat / 2)
+        half_pulses = 2 * bar.beats / factor  # an integer for every factor weighed
+        evidence = {
+            "harmony": combs.get(int(half_pulses), 0.0),
+            "division": triple if bar.compound else -triple,
+            "beat_full": _at(full_acf, beat),
+            "beat_low": _at(low_acf, beat),
+        }
+        found.append(Hypothesis(metre, factor, bpm, {k: float(v) for k, v in evidence.items()}))
+    return found
 
 
-def decide(full: np.ndarray, low: np.ndarray, period: float) -> Metre:
-    """The rules of the module docstring on two autocorrelations and the tracker's period."""
-
-    def f(x: float) -> float:
-        return _at(full, period * x)
-
-    def lo(x: float) -> float:
-        return _at(low, period * x)
-
-    triplet = min(f(1 / 3), f(2 / 3)) - f(1 / 2)
-    eighths = lo(3) - max(lo(2), lo(4))
-    dotted = f(1.5) - f(1)
-    waltz = max(f(3) - max(f(2), f(4)), eighths)
-    features = {
-        "triplet": triplet,
-        "eighths": eighths,
-        "dotted": dotted,
-        "waltz": waltz,
-        "periodic": f(1),
-    }
-    features = {k: round(float(v), 4) for k, v in features.items()}
-    tracker_bpm = 60.0 / period
-    if triplet > TRIPLET_MARGIN:
-        return _compound(full, period, 1.0, "triplet", triplet / TRIPLET_MARGIN, features)
-    if eighths > GROUP_MARGIN and tracker_bpm >= EIGHTH_MIN_BPM:
-        return _compound(full, period, 1 / 3, "eighths", eighths / GROUP_MARGIN, features)
-    if dotted > DOTTED_MARGIN:
-        return _compound(full, period, 2 / 3, "dotted", dotted / DOTTED_MARGIN, features)
-    reliability = min(1.0, max(0.0, f(1)) / PERIODIC)
-    if waltz > WALTZ_MARGIN:
-        confidence = _beyond(waltz / WALTZ_MARGIN) * reliability
-        return Metre("3", round(confidence, 4), False, 1.0, "waltz", features)
-    confidence = _beyond(2.0 - waltz / WALTZ_MARGIN) * reliability
-    return Metre("4", round(confidence, 4), False, 1.0, "simple", features)
+def probabilities(found: list[Hypothesis]) -> np.ndarray:
+    """Softmax of the hypotheses' log-odds."""
+    scores = np.array([h.log_odds() for h in found])
+    weights = np.exp(scores - scores.max())
+    return weights / weights.sum()
 
 
-def _compound(
-    full: np.ndarray, period: float, factor: float, rule: str, ratio: float, features: dict
-) -> Metre:
-    beat = period / factor
-    four = _at(full, 4 * beat) - _at(full, 2 * beat)
-    features = {**features, "four_over_two": round(float(four), 4)}
-    timesignature = "4" if four > WALTZ_MARGIN else "6"
-    reliability = min(1.0, max(0.0, _at(full, beat), _at(full, period)) / PERIODIC)
-    confidence = _beyond(ratio) * reliability
-    return Metre(timesignature, round(confidence, 4), True, factor, rule, features)
+def choose(found: list[Hypothesis]) -> tuple[Hypothesis, Metre, np.ndarray]:
+    """The most probable hypothesis, the metre it gives with its confidence, and every
+    hypothesis's probability (in `found`'s order)."""
+    if not found:
+        return None, UNKNOWN, np.zeros(0)  # type: ignore[return-value]
+    p = probabilities(found)
+    best = found[int(np.argmax(p))]
+    signature = METRES[best.metre].timesignature
+    same = sum(p[i] for i, h in enumerate(found) if METRES[h.metre].timesignature == signature)
+    order = np.argsort(-p)
+    listed = [
+        {
+            "metre": found[i].metre,
+            "factor": str(found[i].factor),
+            "bpm": round(found[i].bpm, 2),
+            "probability": round(float(p[i]), 4),
+            "evidence": {k: round(v, 4) for k, v in found[i].evidence.items()},
+        }
+        for i in order
+    ]
+    metre = Metre(
+        timesignature=signature,
+        confidence=round(calibrated(float(same), REVIEW_PROBABILITY), 4),
+        compound=METRES[best.metre].compound,
+        factor=float(best.factor),
+        metre=best.metre,
+        probability=round(float(same), 4),
+        hypotheses=listed,
+    )
+    return best, metre, p
 
 
-def _beyond(ratio: float) -> float:
-    """0.5 at the margin (ratio 1), 1 at twice the margin, 0 at none."""
-    return float(min(1.0, max(0.0, ratio / 2.0)))
+def calibrated(probability: float, review: float) -> float:
+    """`probability` raised to the power that maps `review` to 0.5 (0 and 1 stay)."""
+    if probability <= 0.0:
+        return 0.0
+    return float(min(1.0, probability ** (math.log(0.5) / math.log(review))))
+
+
+def harmony_combs(
+    ticks: np.ndarray, chroma: chroma_analysis.Chroma, lengths: set[int]
+) -> dict[int, float]:
+    """The `harmony` evidence for each bar length in half pulses of `lengths`; none at all
+    ({}) unless the song holds two bars of the longest, so that no hypothesis is weighed
+    on its harmony while another cannot be."""
+    if len(ticks) < 4 or not lengths or 2 * len(ticks) - 2 < 2 * max(lengths):
+        return {}
+    halves = np.empty(2 * len(ticks) - 1)
+    halves[0::2] = ticks
+    halves[1::2] = (ticks[:-1] + ticks[1:]) / 2
+    change = chroma_analysis.novelty(chroma_analysis.segments(chroma.full, halves))
+    change = change + chroma_analysis.novelty(chroma_analysis.segments(chroma.low, halves))
+    return {n: comb(change, n) for n in sorted(lengths)}
+
+
+def comb(values: np.ndarray, period: int) -> float:
+    """The highest correlation of `values` with a comb (1 every `period` steps, 0 between)
+    over the comb's phases; 0 when there are fewer than two periods or no variation."""
+    if len(values) < 2 * period or period < 2 or np.std(values) == 0:
+        return 0.0
+    centred = values - values.mean()
+    best = -1.0
+    for phase in range(period):
+        teeth = np.zeros(len(values))
+        teeth[phase::period] = 1.0
+        teeth -= teeth.mean()
+        best = max(best, float(centred @ teeth / np.sqrt((centred @ centred) * (teeth @ teeth))))
+    return best
 
 
 def onset_strength(mono: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positive log-magnitude spectral flux, HOP samples a frame, its slow trend removed:
     over the full band and under LOW_BAND_HZ, from one short-time spectrum."""
+    if len(mono) < FRAME * 4:
+        return np.zeros(1), np.zeros(1)
     frames = np.lib.stride_tricks.sliding_window_view(mono, FRAME)[::HOP]
     spectrum = np.abs(np.fft.rfft(frames * np.hanning(FRAME).astype(np.float32), axis=1))
     rise = np.maximum(np.diff(np.log1p(100.0 * spectrum), axis=0), 0.0)
@@ -155,8 +267,11 @@ def autocorrelation(x: np.ndarray) -> np.ndarray:
 
 
 def _at(acf: np.ndarray, seconds: float) -> float:
+    """The autocorrelation's highest value within LAG_TOLERANCE of a lag in seconds (so that
+    a tracker a little off still reads its peaks); 0 where fewer than half the frames
+    overlap."""
     lag = seconds * SAMPLE_RATE / HOP
     lo, hi = int(np.floor(lag * (1 - LAG_TOLERANCE))), int(np.ceil(lag * (1 + LAG_TOLERANCE))) + 1
-    if hi > len(acf) // 2:  # fewer than half the frames overlap: no evidence
+    if hi > len(acf) // 2:
         return 0.0
     return float(acf[lo:hi].max())

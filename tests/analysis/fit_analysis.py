@@ -1,0 +1,423 @@
+"""Fit the weights of the analysis's two choices, and their review probabilities, on
+development songs only.
+
+analysis.meter weighs (metre, factor) hypotheses for the tempo's level and the time
+signature, analysis.key the 24 keys; each sums a few measured values with weights. This
+script measures those values on the development songs and fits the weights by maximum
+likelihood of the right answer (a conditional logit: a softmax over each song's candidates,
+a little L2 shrinkage, Newton steps with backtracking), then prints them as the modules
+should hold them. The songs:
+
+- the "dev" half of tests/analysis/corpus60.py (32),
+- its DEV_EXTRA songs (192 more of the same generator with other seeds), and
+- the "tuning" half of tests/analysis/corpus.py (11, another generator, all 4/4).
+
+Never the test halves. It also reports, from 4-fold cross-validation over these songs
+(each fold fitted on the other three), how often each choice is right and, at candidate
+review probabilities, how many wrong and right values would be listed for review; a field's
+REVIEW_PROBABILITY is set from that table (the rule is printed with it).
+
+Run from the repository root (renders what is missing, then caches the measured values in
+data/cache/fit_analysis/):
+
+    .venv/bin/python -m tests.analysis.fit_analysis [--workers N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from tests.analysis import corpus as corpus22
+from tests.analysis import corpus60
+from tunesmith.dataset.workers import run_all
+
+MODULE = "tests.analysis.fit_analysis"
+CACHE = Path(__file__).resolve().parents[2] / "data" / "cache" / "fit_analysis"
+CACHE_VERSION = "3"  # bump when what measure() stores changes
+L2 = 0.1
+FOLDS = 4
+TEMPO_TOLERANCE = 0.04
+
+
+@dataclass(frozen=True)
+class DevSong:
+    source: str  # "corpus60", "dev_extra" or "corpus22"
+    name: str
+    path: str
+    bpm: float
+    metre: str
+    tonic: str
+    scale: str
+
+
+def dev_songs() -> list[DevSong]:
+    """The development songs of the module docstring, rendering them where missing."""
+    songs = []
+    folder = corpus60.make_corpus()
+    songs += [
+        DevSong("corpus60", s.name, str(folder / s.filename), s.bpm, s.metre, s.tonic, s.scale)
+        for s in corpus60.SONGS
+        if s.half == "dev"
+    ]
+    folder = corpus60.make_corpus(extra=True)
+    songs += [
+        DevSong("dev_extra", s.name, str(folder / s.filename), s.bpm, s.metre, s.tonic, s.scale)
+        for s in corpus60.DEV_EXTRA
+    ]
+    folder = corpus22.make_corpus()
+    songs += [
+        DevSong("corpus22", s.name, str(folder / s.filename), s.bpm, "4/4", s.tonic, s.scale)
+        for s in corpus22.SONGS
+        if s.half == "tuning"
+    ]
+    assert not any(s.source == "corpus60" and corpus60.HALF[s.name] != "dev" for s in songs)
+    return songs
+
+
+def measure(song: DevSong) -> dict[str, np.ndarray]:
+    """What the two choices are made from, as analyze_audio computes it (cached)."""
+    cached = CACHE / CACHE_VERSION / song.source / f"{song.name}.npz"
+    if cached.is_file():
+        with np.load(cached, allow_pickle=False) as stored:
+            return dict(stored)
+    import essentia
+
+    essentia.log.infoActive = False
+    import essentia.standard as es
+
+    from tunesmith.analysis import audio, chroma, key, meter, tempo
+
+    samples, rate, _ = audio._decode(Path(song.path))
+    mono = audio.analysis_mono(samples.mean(axis=1).astype(np.float32), rate)
+    found = chroma.chroma(mono)
+    tracked = tempo.track(mono)
+    full, low = (meter.autocorrelation(c) for c in meter.onset_strength(mono))
+    name, scale, _ = es.KeyExtractor(profileType=key.KEY_PROFILE)(mono)
+    values = {
+        "tracker": np.array([tracked.bpm, tracked.confidence]),
+        "ticks": tracked.ticks,
+        "full_acf": full[: len(full) // 2 + 2],  # meter._at reads lags under half the length
+        "low_acf": low[: len(low) // 2 + 2],
+        "acf_length": np.array([len(full)]),
+        "chroma_full": found.full,
+        "chroma_bass": found.bass,
+        "chroma_low": found.low,
+        "extractor": np.array([f"{key._ENHARMONIC.get(name, name)} {scale}"]),
+        "sounding": np.array(key.sounding(mono)),
+    }
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_name(f".{cached.stem}.part.npz")
+    np.savez(partial, **values)
+    partial.replace(cached)
+    return values
+
+
+def _acf(values: dict, name: str) -> np.ndarray:
+    """The stored half of an autocorrelation, padded back to its length (meter._at checks
+    the lag against half the length)."""
+    stored = values[name]
+    return np.concatenate([stored, np.zeros(int(values["acf_length"][0]) - len(stored))])
+
+
+def tempo_candidates(values: dict, song: DevSong):
+    """analysis.meter's hypotheses for one song, and which is right (metre and tempo)."""
+    from tunesmith.analysis import meter
+    from tunesmith.analysis.chroma import Chroma
+
+    bpm = float(values["tracker"][0])
+    if bpm <= 0:
+        return [], []
+    found = meter.hypotheses(
+        bpm,
+        values["ticks"],
+        _acf(values, "full_acf"),
+        _acf(values, "low_acf"),
+        Chroma(values["chroma_full"], values["chroma_bass"], values["chroma_low"]),
+    )
+    right = [h.metre == song.metre and _tempo_right(h.bpm, song.bpm) for h in found]
+    return found, right
+
+
+def key_candidates(values: dict, song: DevSong, bar_seconds: float):
+    from tunesmith.analysis import key
+    from tunesmith.analysis.chroma import PITCH_CLASSES, Chroma
+
+    tonic, scale = str(values["extractor"][0]).split()
+    rows = key.evidence(
+        tuple(float(v) for v in values["sounding"]),
+        Chroma(values["chroma_full"], values["chroma_bass"], values["chroma_low"]),
+        values["ticks"],
+        bar_seconds,
+        (tonic, scale),
+    )
+    right = [(PITCH_CLASSES[t], s) == (song.tonic, song.scale) for t, s in key.KEYS]
+    return rows, right
+
+
+def _tempo_right(found: float, truth: float) -> bool:
+    return abs(found - truth) <= TEMPO_TOLERANCE * truth
+
+
+# The conditional logit: each song a matrix of candidates x features and the right one(s).
+Problem = list[tuple[np.ndarray, np.ndarray]]
+
+
+def fit(problem: Problem, dimension: int) -> np.ndarray:
+    """Weights maximising the mean log-probability of the right candidates, minus L2/2 |w|^2."""
+    problem = [(x, y) for x, y in problem if y.sum() > 0]
+    w = np.zeros(dimension)
+    current = _objective(w, problem)
+    for _ in range(200):
+        gradient, hessian = -L2 * w, L2 * np.eye(dimension)
+        for x, y in problem:
+            p = _softmax(x @ w)
+            gradient += x.T @ (y / y.sum() - p)
+            hessian += x.T @ (np.diag(p) - np.outer(p, p)) @ x
+        step, scale = np.linalg.solve(hessian, gradient), 1.0
+        while scale > 1e-6:
+            trial = w + scale * step
+            value = _objective(trial, problem)
+            if value >= current:
+                break
+            scale /= 2
+        if value - current < 1e-10:
+            return trial
+        w, current = trial, value
+    return w
+
+
+def _objective(w: np.ndarray, problem: Problem) -> float:
+    total = -0.5 * L2 * float(w @ w)
+    for x, y in problem:
+        z = x @ w
+        top = z.max()
+        total += float(y @ (z - top)) / y.sum() - math.log(np.exp(z - top).sum())
+    return total
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def tempo_matrix(found) -> np.ndarray:
+    """Rows: FEATURES, then one indicator a tracker factor other than 1 and one a metre
+    other than 4/4 (the priors)."""
+    from tunesmith.analysis import meter
+
+    factors, metres = _priors()
+    return np.array(
+        [
+            [h.evidence[k] for k in meter.FEATURES]
+            + [float(h.factor == f) for f in factors]
+            + [float(h.metre == m) for m in metres]
+            for h in found
+        ]
+    )
+
+
+def _priors():
+    from tunesmith.analysis import meter
+
+    factors = [f for f in meter.TRACKER_PRIOR if f != 1]
+    metres = [m for m in meter.METRE_PRIOR if m != "4/4"]
+    return factors, metres
+
+
+def key_matrix(rows) -> np.ndarray:
+    from tunesmith.analysis import key
+
+    return np.array([[r[k] for k in key.FEATURES] for r in rows])
+
+
+def review_table(pairs: list[tuple[bool, float]], name: str) -> str:
+    """Wrong and right values under each candidate review probability."""
+    wrong = [p for ok, p in pairs if not ok]
+    right = [p for ok, p in pairs if ok]
+    lines = [f"{name}: {len(right)}/{len(pairs)} right out of fold"]
+    for level in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95):
+        caught = sum(p < level for p in wrong)
+        listed = sum(p < level for p in right)
+        lines.append(
+            f"  under {level:.2f}: {caught}/{len(wrong)} wrong ({_pct(caught, len(wrong))}), "
+            f"{listed}/{len(right)} right ({_pct(listed, len(right))})"
+        )
+    return "\n".join(lines)
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.0f}%" if d else "-"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=0, help="processes, 0: one a core")
+    args = parser.parse_args(argv)
+    from tunesmith.analysis import key, meter
+
+    songs = dev_songs()
+    measured = run_all(_measure_task, songs, args.workers)
+    factors, metres = _priors()
+    width = len(meter.FEATURES) + len(factors) + len(metres)
+
+    tempo_problem, tempo_found = [], []
+    for song, values in zip(songs, measured, strict=True):
+        found, right = tempo_candidates(values, song)
+        tempo_found.append(found)
+        if found:
+            tempo_problem.append((tempo_matrix(found), np.array(right, dtype=float)))
+        else:
+            tempo_problem.append((np.zeros((0, width)), np.zeros(0)))
+    w = fit(tempo_problem, width)
+    tempo_weights = dict(zip(meter.FEATURES, w[: len(meter.FEATURES)], strict=True))
+    n = len(meter.FEATURES)
+    prior = {Fraction(1): 0.0} | dict(zip(factors, w[n : n + len(factors)], strict=True))
+    metre_prior = {"4/4": 0.0} | dict(zip(metres, w[n + len(factors) :], strict=True))
+
+    # out-of-fold: tempo, time signature and (with the fold's tempo) key
+    tempo_pairs, metre_pairs, key_pairs = [], [], []
+    folds = [[i for i in range(len(songs)) if i % FOLDS == k] for k in range(FOLDS)]
+    fold_tempo_w = {}
+    for k, held in enumerate(folds):
+        train = [tempo_problem[i] for i in range(len(songs)) if i not in held]
+        fold_tempo_w[k] = fit(train, len(w))
+        for i in held:
+            if not tempo_found[i]:
+                continue
+            p = _softmax(tempo_problem[i][0] @ fold_tempo_w[k])
+            tempo_pairs.append(_tempo_pair(tempo_found[i], p, songs[i]))
+            metre_pairs.append(_metre_pair(tempo_found[i], p, songs[i]))
+
+    def bars(weights: np.ndarray) -> list[float]:
+        out = []
+        for i in range(len(songs)):
+            if not tempo_found[i]:
+                out.append(0.0)
+                continue
+            best = tempo_found[i][int(np.argmax(tempo_problem[i][0] @ weights))]
+            out.append(meter.METRES[best.metre].beats * 60.0 / best.bpm)
+        return out
+
+    key_rows = [
+        key_candidates(v, s, b)[0] for v, s, b in zip(measured, songs, bars(w), strict=True)
+    ]
+    key_right = [key_candidates(v, s, 0.0)[1] for v, s in zip(measured, songs, strict=True)]
+    key_problem = [
+        (key_matrix(r), np.array(y, dtype=float)) for r, y in zip(key_rows, key_right, strict=True)
+    ]
+    kw = fit(key_problem, len(key.FEATURES))
+    for k, held in enumerate(folds):
+        fold_bars = bars(fold_tempo_w[k])
+        fold_rows = {i: key_candidates(measured[i], songs[i], fold_bars[i])[0] for i in held}
+        train = [key_problem[i] for i in range(len(songs)) if i not in held]
+        fold_w = fit(train, len(kw))
+        for i in held:
+            p = _softmax(key_matrix(fold_rows[i]) @ fold_w)
+            key_pairs.append((bool(key_right[i][int(np.argmax(p))]), float(p.max())))
+
+    print(
+        f"{len(songs)} development songs: "
+        + ", ".join(
+            f"{sum(s.source == src for s in songs)} {src}"
+            for src in ("corpus60", "dev_extra", "corpus22")
+        )
+    )
+    print("\nanalysis.meter")
+    print("WEIGHTS = {" + ", ".join(f'"{k}": {v:.3f}' for k, v in tempo_weights.items()) + "}")
+    print(
+        "TRACKER_PRIOR = {"
+        + ", ".join(f"F({f.numerator}, {f.denominator}): {v:.3f}" for f, v in sorted(prior.items()))
+        + "}"
+    )
+    print("METRE_PRIOR = {" + ", ".join(f'"{m}": {v:.3f}' for m, v in metre_prior.items()) + "}")
+    print("\nanalysis.key")
+    print(
+        "WEIGHTS = {"
+        + ", ".join(f'"{k}": {v:.3f}' for k, v in zip(key.FEATURES, kw, strict=True))
+        + "}"
+    )
+    print("\n4-fold cross-validation (probability of the value chosen):")
+    print(review_table(tempo_pairs, "tempo"))
+    print(review_table(metre_pairs, "time signature"))
+    print(review_table(key_pairs, "key"))
+    tempo_level, key_level, caught, listed = joint_levels(tempo_pairs, key_pairs)
+    print(
+        "\nREVIEW_PROBABILITY: for the tempo and the key together, the pair of levels (steps of "
+        "0.05) that lists the fewest right values while catching at least 80% of the wrong "
+        f"ones: tempo {tempo_level:.2f}, key {key_level:.2f} (catches {caught}, lists {listed}); "
+        "for the time signature, the lowest level under which 80% of its wrong values fall: "
+        f"{review_level(metre_pairs):.2f}"
+    )
+    same = (
+        np.allclose([meter.WEIGHTS[k] for k in meter.FEATURES], w[: len(meter.FEATURES)], atol=5e-3)
+        and np.allclose(
+            [meter.TRACKER_PRIOR[f] for f in factors], w[n : n + len(factors)], atol=5e-3
+        )
+        and np.allclose([meter.METRE_PRIOR[m] for m in metres], w[n + len(factors) :], atol=5e-3)
+        and np.allclose([key.WEIGHTS[k] for k in key.FEATURES], kw, atol=5e-3)
+    )
+    print(f"\nthe modules hold {'these' if same else 'OTHER'} weights")
+
+
+LEVELS = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))
+
+
+def joint_levels(first: list[tuple[bool, float]], second: list[tuple[bool, float]]):
+    """(level for `first`, level for `second`, "caught/wrong", "listed/right") of the pair
+    that lists the fewest right values while catching 80% of the wrong ones of both."""
+    wrong = sum(not ok for ok, _ in first) + sum(not ok for ok, _ in second)
+    right = len(first) + len(second) - wrong
+    best = None
+    for a in LEVELS:
+        for b in LEVELS:
+            caught = sum(not ok and p < a for ok, p in first) + sum(
+                not ok and p < b for ok, p in second
+            )
+            listed = sum(ok and p < a for ok, p in first) + sum(ok and p < b for ok, p in second)
+            if caught >= 0.8 * wrong and (best is None or listed < best[3]):
+                best = (a, b, caught, listed)
+    if best is None:
+        return LEVELS[-1], LEVELS[-1], "-", "-"
+    a, b, caught, listed = best
+    return a, b, f"{caught}/{wrong}", f"{listed}/{right}"
+
+
+def review_level(pairs: list[tuple[bool, float]]) -> float:
+    wrong = [p for ok, p in pairs if not ok]
+    for level in LEVELS:
+        if wrong and sum(p < level for p in wrong) >= 0.8 * len(wrong):
+            return level
+    return LEVELS[-1]
+
+
+def _tempo_pair(found, p: np.ndarray, song: DevSong) -> tuple[bool, float]:
+    best = found[int(np.argmax(p))]
+    same = sum(p[i] for i, h in enumerate(found) if _tempo_right(h.bpm, best.bpm))
+    return _tempo_right(best.bpm, song.bpm), float(same)
+
+
+def _metre_pair(found, p: np.ndarray, song: DevSong) -> tuple[bool, float]:
+    from tunesmith.analysis import meter
+
+    best = found[int(np.argmax(p))]
+    signature = meter.METRES[best.metre].timesignature
+    same = sum(
+        p[i] for i, h in enumerate(found) if meter.METRES[h.metre].timesignature == signature
+    )
+    return signature == meter.METRES[song.metre].timesignature, float(same)
+
+
+def _measure_task(song: DevSong) -> dict[str, np.ndarray]:
+    return measure(song)
+
+
+if __name__ == "__main__":
+    # run as the module's importable name, so that workers find what they are sent by it
+    importlib.import_module(MODULE).main()

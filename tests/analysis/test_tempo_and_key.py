@@ -1,0 +1,114 @@
+"""How the tempo is read from the weighed hypotheses, and the key's evidence, on their inputs."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from tunesmith.analysis import key, meter
+from tunesmith.analysis.chroma import TRIADS, Chroma, chord_names, chords, segments
+from tunesmith.analysis.tempo import ALTERNATIVE, REVIEW_PROBABILITY, Track, decide
+
+
+def _hypothesis(metre: str, factor: Fraction, tracker: float, harmony: float):
+    evidence = {"harmony": harmony, "division": 0.0, "beat_full": 0.0, "beat_low": 0.0}
+    return meter.Hypothesis(metre, factor, float(factor) * tracker, evidence)
+
+
+def test_the_tempo_is_the_likeliest_level_and_readings_that_agree_on_it_add_up() -> None:
+    found = [
+        _hypothesis("3/4", Fraction(1), 120.0, 0.6),
+        _hypothesis("6/8", Fraction(2, 3), 120.0, 0.55),
+        _hypothesis("12/8", Fraction(1), 120.0, 0.5),  # the same tempo as the 3/4 reading
+        _hypothesis("4/4", Fraction(1, 2), 120.0, 0.1),
+    ]
+    p = meter.probabilities(found)
+    assert p.sum() == pytest.approx(1.0)
+    tempo = decide(Track(120.0, np.zeros(0), 2.0), found)
+    best = int(np.argmax(p))
+    assert tempo.bpm == found[best].bpm == 120.0
+    assert tempo.probability == pytest.approx(p[0] + p[2], abs=1e-4)
+    assert tempo.metre["timesignature"] == "3"
+    others = {round(h.bpm, 2): p[i] for i, h in enumerate(found) if h.bpm != 120.0}
+    assert set(tempo.alternatives) == {bpm for bpm, q in others.items() if q >= ALTERNATIVE}
+    expected = meter.calibrated(tempo.probability, REVIEW_PROBABILITY)
+    assert tempo.confidence == pytest.approx(expected, abs=1e-3)
+
+
+def test_no_hypothesis_no_tempo() -> None:
+    tempo = decide(Track(300.0, np.zeros(0), 0.0), [])
+    assert tempo.bpm == 0.0 and tempo.confidence == 0.0
+
+
+def _chroma_of(names: list[str], frames_each: int = 20) -> Chroma:
+    """Frames sounding each triad in turn (its three notes), the root alone in the bass."""
+    full, bass = [], []
+    for name in names:
+        index = chord_names().index(name)
+        root, quality = TRIADS[index]
+        notes = [root, (root + (4 if quality == "major" else 3)) % 12, (root + 7) % 12]
+        frame, low = np.zeros(12), np.zeros(12)
+        frame[notes] = 1.0
+        low[root] = 1.0
+        full += [frame] * frames_each
+        bass += [low] * frames_each
+    full, bass = np.array(full), np.array(bass)
+    return Chroma(full=full, bass=bass, low=np.maximum(full, bass))
+
+
+def test_chords_are_read_from_chroma_and_the_bass_tips_a_shared_pair() -> None:
+    names = ["C major", "A minor", "F major", "G major", "E major"]
+    chroma = _chroma_of(names)
+    bounds = (np.arange(len(names) + 1) * 20 * 1024 + 1) / 44100
+    labels = chords(segments(chroma.full, bounds), segments(chroma.bass, bounds))
+    assert [chord_names()[i] for i in labels] == names
+    # C and E without a third: C major's root in the bass says C (or C minor), not A minor
+    frame = np.zeros((1, 12))
+    frame[0, [0, 4]] = 1.0
+    bass = np.zeros((1, 12))
+    bass[0, 0] = 1.0
+    assert chord_names()[chords(frame, bass)[0]] in ("C major", "C minor")
+    assert chords(np.zeros((1, 12)), np.zeros((1, 12)))[0] == -1  # silence: no chord
+
+
+def test_a_harmonic_minor_progression_is_diatonic_to_its_key_only() -> None:
+    # i iv V i in A minor, four times: the E major chord is in A minor, not in C major
+    names = ["A minor", "D minor", "E major", "A minor"] * 4
+    chroma = _chroma_of(names)
+    seconds = len(chroma.full) * 1024 / 44100
+    ticks = np.arange(len(names) + 1) * 20 * 1024 / 44100  # one pulse a chord
+    rows = key.evidence((0.0, seconds), chroma, ticks, 20 * 1024 / 44100, ("C", "major"))
+    by_key = {key.KEYS[i]: row for i, row in enumerate(rows)}
+    a_minor, c_major = by_key[(9, "minor")], by_key[(0, "major")]
+    assert a_minor["diatonic_chords"] == pytest.approx(1.0)
+    assert c_major["diatonic_chords"] == pytest.approx(0.75)
+    assert a_minor["tonic_chord"] == pytest.approx(0.5) and c_major["tonic_chord"] == 0.0
+    assert a_minor["start_end"] > 0.99 and a_minor["start_end_bass"] == 1.0
+    assert c_major["extractor"] == 1.0 and a_minor["extractor"] == 0.0
+    scores = [sum(key.WEIGHTS[k] * row[k] for k in key.FEATURES) for row in rows]
+    assert key.KEYS[int(np.argmax(scores))] == (9, "minor")  # over KeyExtractor's C major
+
+
+def _sine_chords(names: list[str], seconds: float = 1.0) -> np.ndarray:
+    rate = 44100
+    t = np.arange(int(seconds * rate)) / rate
+    out = []
+    for name in names:
+        root, quality = TRIADS[chord_names().index(name)]
+        notes = [root, root + (4 if quality == "major" else 3), root + 7]
+        pitches = [48 + root - 12] + [60 + n for n in notes]  # a bass note, the triad above
+        freqs = [440.0 * 2 ** ((p - 69) / 12) for p in pitches]
+        out.append(sum(np.sin(2 * np.pi * f * t) for f in freqs) / len(freqs))
+    return np.concatenate(out).astype(np.float32)
+
+
+def test_a_minor_song_of_sine_chords_is_in_its_minor_key() -> None:
+    from tunesmith.analysis.chroma import chroma
+
+    mono = _sine_chords(["A minor", "D minor", "E major", "A minor"] * 4)
+    ticks = np.arange(0, len(mono) / 44100, 0.5)
+    found = key.estimate_key(mono, chroma(mono), ticks, 2.0)
+    assert (found.key, found.scale) == ("A", "minor"), found
+    assert 0 < found.confidence <= 1 and found.probability >= found.candidates[1]["probability"]
