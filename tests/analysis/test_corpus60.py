@@ -257,8 +257,11 @@ def test_the_analysis_on_the_test_half(results) -> None:
     assert caught >= TEST_HALF["caught"] and listed <= TEST_HALF["listed"]
 
 
-# first scored (once, after the analysis was fitted on development songs only):
-TEST_HALF = {"tempo": 0, "key": 0, "timesignature": 0, "caught": 0, "listed": 99}
+# first scored (once, after the analysis was fitted on development songs only): tempo 30/32
+# (plain Essentia 16), key 30/32 (plain 26), time signature 28/32; of the tempi and keys the
+# review list caught 2 of the 4 wrong and listed 8 of the 60 right; 0.55 CPU seconds a song
+# against plain Essentia's 0.34
+TEST_HALF = {"tempo": 30, "key": 30, "timesignature": 28, "caught": 2, "listed": 8}
 
 
 def test_the_extra_development_songs_are_apart_from_the_corpus() -> None:
