@@ -18,15 +18,17 @@ weighed on six measured values, each how a listener finds a tonic:
 - `tonic_chord`: the share of the beat tracker's pulses whose chord (analysis.chroma.chords)
   is the tonic triad;
 - `diatonic_chords`: the share whose chord belongs to the key (major: I ii iii IV V vi; minor:
-  i iv v III VI VII and the harmonic V). This tells a minor key from the minor key a fourth
-  up, whose v is minor where the song plays a major chord, and whose VII is not in the song.
+  i iv v III VI VII and the harmonic V). This tells a minor key from its neighbour a fourth
+  up, with which it shares all but one note: a song in E minor plays D major (its VII), which
+  A minor has only as a minor chord.
 
 Their weighted sum is each key's log-odds and the softmax its probability; the weights were
-fitted (a conditional logit) by tests/analysis/fit_analysis.py on development songs only
-(analysis.meter says which). The confidence is the probability raised to the power that puts
-REVIEW_PROBABILITY at 0.5, the labels' review floor (analysis.meter.calibrated). A bar is
-the metre's bar at the song's tempo (two seconds when there is none), counted from the first
-and back from the last sound above -40 dB of the peak.
+fitted (a conditional logit, 6 numbers) by tests/analysis/fit_analysis.py on development
+songs only (analysis.meter says which). The confidence is the probability raised to the
+power that puts REVIEW_PROBABILITY at 0.5, the labels' review floor
+(analysis.meter.calibrated). A bar is the metre's bar at the song's tempo (two seconds when
+there is none), counted from the first and back from the last sound above -40 dB of the
+peak.
 
 Not handled: modulation (one global key), modes other than major and minor, chords other
 than triads (analysis.chroma).

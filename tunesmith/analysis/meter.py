@@ -18,9 +18,11 @@ four measured values say how well it does, each from the structure of metre itse
 the tempo it would give (a 60 and a 120 BPM song are equally likely a priori):
 
 - `harmony`: chords change at bar lines. The chord novelty of analysis.chroma (full band
-  plus low register) on a grid of half pulses is correlated with a comb of the hypothesis's bar
-  length (beats a bar / factor pulses), at the comb's best phase. A hypothesis a level too
-  fast puts its bar lines on half the changes; one a level too slow misses every other one.
+  plus low register) on a grid of half pulses is correlated with a comb of the hypothesis's
+  bar length (beats a bar / factor pulses), at the comb's best phase. A hypothesis a level
+  too fast puts its bar lines on half the changes; one a level too slow misses every other
+  one. A song too short to hold two bars of the longest bar weighed has no harmony evidence
+  for any hypothesis (the comb would favour the short bars it can still count).
 - `division`: the beat divides in two (simple metre) or three (compound). From the
   autocorrelation F of the full-band onset strength at the hypothesis's beat b:
   min(F(b/3), F(2b/3)) - F(b/2), positive when thirds of the beat recur more than halves;
@@ -28,19 +30,25 @@ the tempo it would give (a 60 and a 120 BPM song are equally likely a priori):
 - `beat_full`, `beat_low`: the beat recurs. F(b), and L(b) for the onset strength under
   200 Hz (kick, bass), which marks the beat rather than its subdivisions.
 
-Their weighted sum, plus a log-prior over the tracker's own error (how often its pulse is
-the beat, its eighths, its half notes, ...), is each hypothesis's log-odds; the softmax gives
-probabilities. The weights and the prior were fitted (maximum likelihood of the right
-hypothesis, a conditional logit) by tests/analysis/fit_analysis.py on development songs only:
-the "dev" half of tests/analysis/corpus60.py, its "dev_extra" songs (more of the same
-generator, other seeds) and the "tuning" half of tests/analysis/corpus.py; the test halves
-were scored once afterwards.
+Their weighted sum, plus two log-priors, is each hypothesis's log-odds, and the softmax
+gives probabilities. The priors: one over the tracker's own error (TRACKER_PRIOR: how often
+its pulse is the beat, its eighths, its half notes, ...; it also absorbs what the measured
+values lean towards at each level), one over metres (METRE_PRIOR: 4/4 is the most common,
+and a song too short or too plain to say otherwise is read in 4/4). Neither is a prior over
+BPM. The weights and the priors were fitted (maximum likelihood of the right hypothesis, a
+conditional logit, 14 numbers) by tests/analysis/fit_analysis.py on development songs only:
+the "dev" half of tests/analysis/corpus60.py, its "dev_extra" songs (192 more of the same
+generator, other seeds) and the "tuning" half of tests/analysis/corpus.py, 235 songs; the
+test halves were scored once afterwards.
 
 The time signature's probability is the sum over the hypotheses that give it, the tempo's
 the sum over those within 4% of it (analysis.tempo). A confidence is that probability
 raised to a power that puts REVIEW_PROBABILITY at 0.5, the labels' review floor: values
-whose runners-up are close get listed (the probabilities were set on the same development
-songs so that most wrong values and few right ones fall under it).
+whose runners-up are close get listed. The review probabilities were set on the same
+development songs from cross-validated probabilities (tests/analysis/fit_analysis.py gives
+the rule): for the tempo and the key together, the pair that catches 80% of the wrong values
+while listing the fewest right ones; for the time signature, the level under which 80% of
+its wrong values fall.
 
 Not handled: 2/4 (read as 4/4), 5/4, 7/8 and other odd metres, metre and tempo changes;
 music whose chords do not change with the bar (a drone, one chord throughout) leaves the
