@@ -281,3 +281,83 @@ def test_a_default_run_keeps_its_key_and_the_new_settings_key_their_runs(tiny_sd
 def test_settings_that_do_not_go_together_are_refused(tiny_sdxl, adapter, train, message):
     with pytest.raises(ConfigError, match=message):
         run_config(tiny_sdxl, adapter, **train)
+
+
+BUILD_TOML = """\
+[[runs]]
+name = "kron"
+family = "sdxl"
+base_model = "tiny-sdxl"
+[runs.adapter]
+type = "lokr"
+rank = 4
+conv_dim = 2
+[runs.train]
+size = 64
+steps = 2
+lr = 1e-3
+eval_every = 2
+checkpoint_every = 2
+train_text_encoder = true
+shuffle_caption = true
+caption_variants = 2
+[[runs.demos]]
+prompt = "rngstyle, two discs"
+seed = 5
+steps = 2
+
+[[runs]]
+name = "magnitude"
+family = "sdxl"
+base_model = "tiny-sdxl"
+[runs.adapter]
+type = "dora"
+rank = 4
+[runs.train]
+size = 64
+steps = 2
+lr = 1e-3
+eval_every = 2
+checkpoint_every = 2
+[[runs.demos]]
+prompt = "rngstyle, two discs"
+seed = 5
+steps = 2
+"""
+
+
+@pytest.mark.slow
+def test_a_build_of_a_lokr_run_with_its_text_encoders_and_a_dora_run(storage, instance, tiny_sdxl):
+    """Every stage, by Dagster, of a dataset with a LoKr run (conv layers, both text encoders,
+    caption variants) and a DoRA run: both train, their files pass the family's check, their
+    demos render with and without the adapter; a second build, as `tunesmith run` starts it,
+    computes nothing and loads no model library."""
+    import shutil
+    import time
+
+    from tests.conftest import build_in_a_process, materialize
+
+    shutil.copytree(tiny_sdxl, Path(storage.models_root) / "tiny-sdxl")
+    folder = Path(storage.datasets_root) / "rings"
+    make_rings(folder, count=6)
+    (folder / "tunesmith.toml").write_text(BUILD_TOML)
+    first = materialize(instance, storage, "rings")
+    assert first["adapters"]["computed"] == 2 and first["checks"]["sdxl_files"]
+    out = Path(storage.out_root) / "rings"
+    [kron] = (out / "adapters").glob("kron-*")
+    [magnitude] = (out / "adapters").glob("magnitude-*")
+    assert sorted(p.name for p in kron.glob("*.safetensors")) == ["kron.safetensors"]
+    assert sorted(p.name for p in magnitude.glob("*.safetensors")) == [
+        "magnitude.kohya.safetensors",
+        "magnitude.safetensors",
+    ]
+    with safe_open(kron / "kron.safetensors", "pt") as f:
+        keys = list(f.keys())
+    assert any(k.startswith("lora_te1_") for k in keys) and any(
+        "_0_in_layers_2." in k for k in keys
+    )
+    assert first["renders"]["computed"] == 3  # one base picture, shared; each run's adapter
+    time.sleep(2.1)  # files written in the last two seconds are never remembered as checked
+    for build in ("remembers", "light"):
+        heavy = build_in_a_process(storage, "rings", home=Path(storage.out_root).parent / build)
+    assert heavy == [], heavy
