@@ -361,3 +361,32 @@ def test_a_build_of_a_lokr_run_with_its_text_encoders_and_a_dora_run(storage, in
     for build in ("remembers", "light"):
         heavy = build_in_a_process(storage, "rings", home=Path(storage.out_root).parent / build)
     assert heavy == [], heavy
+
+
+@pytest.mark.slow
+def test_two_ranks_train_a_lokr_with_its_text_encoders_as_one_process(tiny_sdxl, encoded, tmp_path):
+    """LoKr with conv layers on the UNet and both text encoders, on two gloo ranks: DDP sums
+    the encoders' gradients too; the losses and the adapter are one process's (1e-5)."""
+    from pipelines import train_child
+    from tests.train.test_distributed import assert_close, extras, losses, one_process, raw_run
+
+    settings = dict(steps=3, eval_every=3, checkpoint_every=3, train_text_encoder=True)
+    one_run = raw_run("sdxl", tiny_sdxl, **settings)
+    two_run = raw_run("sdxl", tiny_sdxl, devices=2, **settings)
+    for raw in (one_run, two_run):
+        raw["adapter"] = TYPES["lokr"]
+    single = one_process(one_run, tiny_sdxl, encoded, tmp_path / "1")
+    two = extras(two_run, tiny_sdxl, encoded, tmp_path / "2")
+    lines: list[str] = []
+    train_child.launch(two, 0, lines.append)
+    result = json.loads((tmp_path / "2" / "result.json").read_text())
+    assert result["world_size"] == 2 and result["steps"] == 3, lines
+    for step, (a, b) in enumerate(zip(losses(tmp_path / "2"), losses(tmp_path / "1"), strict=True)):
+        assert_close([a], [b], f"the loss of step {step + 1}")
+    ours, theirs = load_file(result["last_path"]), load_file(single.last_path)
+    assert ours.keys() == theirs.keys() and any(k.startswith("lora_te2_") for k in ours)
+    whole = [torch.cat([x[k].flatten().double() for k in sorted(x)]) for x in (ours, theirs)]
+    assert_close(*whole, "the adapter")
+    text = [k for k in sorted(ours) if k.startswith("lora_te")]
+    encoders = [torch.cat([x[k].flatten().double() for k in text]) for x in (ours, theirs)]
+    assert_close(*encoders, "the text encoders' adapter")

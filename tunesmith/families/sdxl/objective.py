@@ -36,8 +36,9 @@ prompt embeddings and pooled embedding are computed from the chosen captions' to
 encoders as they train (`TextEncoders`: what the encoded stage computes, with gradients), for
 the training loss and the validation loss alike. The cached encodings then serve no step; they
 still serve every run that keeps the encoders frozen. SDXL reads CLIP-L's penultimate hidden
-states, so CLIP-L's last layer never reaches the loss: its adapter stays at its start (kohya's
-files carry it all the same) and the first step's check passes it over.
+states, so CLIP-L's last layer never reaches the loss: its adapter is frozen at its start
+(kohya's files carry it all the same; DDP wants every trained tensor to get a gradient) and
+the first step's check passes it over.
 
 Gradient checkpointing (`checkpointing=True`, a run's `train.gradient_checkpointing = true`):
 diffusers' own `enable_gradient_checkpointing`, which recomputes each resnet and transformer
@@ -351,6 +352,9 @@ class SdxlLora:
         # the initial factors drawn under `seed` (a LoRA draws what it drew before the types)
         self.adapter = Adapter(spec, models, seed)
         self.config = self.adapter.configs.get("unet")  # PEFT's LoraConfig (lora, dora)
+        for layer in self._unused():  # no gradient ever: frozen, as DDP wants every trained
+            for p in self.adapter.factors(layer).values():  # tensor to get one
+                p.requires_grad_(False)
         if checkpointing:
             unet.enable_gradient_checkpointing()
         # Training mode, as diffusers' SDXL LoRA script; SDXL's dropouts are 0, so no number moves.
@@ -590,19 +594,27 @@ class SdxlLora:
             "the other layers train now"
         )
 
+    def _unused(self) -> list:
+        """CLIP-L's last layer's adapters: SDXL reads CLIP-L's penultimate hidden states, so
+        they never reach the loss (module docstring)."""
+        if self.text is None:
+            return []
+        last = self.text.encoders["text_encoder"].config.num_hidden_layers - 1
+        return [
+            layer
+            for layer in self.adapter.layers
+            if layer.component == "text_encoder" and f".layers.{last}." in f".{layer.name}"
+        ]
+
     def _checked_factors(self) -> dict[str, nn.Parameter]:
-        """Each layer's zero-started factor by its state name (`targets`), less CLIP-L's last
-        layer, which never reaches the loss (module docstring)."""
-        found = dict(zip(self.targets(), self.adapter.zero_factors().values(), strict=True))
-        if self.text is not None:
-            last = self.text.encoders["text_encoder"].config.num_hidden_layers - 1
-            unused = f".layers.{last}."
-            found = {
-                name: factor
-                for name, factor in found.items()
-                if not (name.startswith("text_encoder.") and unused in name)
-            }
-        return found
+        """Each layer's zero-started factor by its state name (`targets`), less the unused."""
+        unused = {id(layer) for layer in self._unused()}
+        zero = self.adapter.zero_factors()
+        return {
+            name: zero[f"{layer.component}.{layer.name}"]
+            for name, layer in zip(self.targets(), self.adapter.layers, strict=True)
+            if id(layer) not in unused
+        }
 
     @torch.no_grad()
     def validation_loss(self, validation: ValidationSet) -> float:
