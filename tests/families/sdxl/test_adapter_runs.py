@@ -269,8 +269,6 @@ def test_a_default_run_keeps_its_key_and_the_new_settings_key_their_runs(tiny_sd
 @pytest.mark.parametrize(
     "adapter, train, message",
     [
-        ({"type": "lora", "conv_dim": 4}, {}, "locon is LoRA with them"),
-        ({"type": "dora", "conv_dim": 4}, {}, "adapter.conv_dim 4"),
         ({"type": "locon", "conv_alpha": 2}, {}, "adapter.conv_alpha 2 needs adapter.conv_dim"),
         ({"type": "loha", "factor": 4}, {}, "adapter.factor 4 is LoKr's"),
         ({"type": "lokr", "factor": 1}, {}, "adapter.factor = 1"),

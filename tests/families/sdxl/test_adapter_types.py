@@ -34,6 +34,9 @@ LINEAGE = {"tunesmith.base_model_fingerprint": "fp", "tunesmith.training_config"
 SPECS = {
     "lora": AdapterSpec("lora", rank=2, alpha=3.0),
     "dora": AdapterSpec("dora", rank=2, alpha=3.0),
+    # kohya's networks/lora.py with conv_dim; LyCORIS's DoRA with conv layers
+    "lora-conv": AdapterSpec("lora", rank=2, alpha=3.0, conv_dim=3, conv_alpha=1.5),
+    "dora-conv": AdapterSpec("dora", rank=2, alpha=3.0, conv_dim=3, conv_alpha=1.5),
     "locon": AdapterSpec("locon", rank=2, alpha=3.0, conv_dim=3, conv_alpha=1.5),
     "lokr": AdapterSpec("lokr", rank=2, alpha=3.0, conv_dim=3, conv_alpha=1.5),
     "loha": AdapterSpec("loha", rank=2, alpha=3.0, conv_dim=3, conv_alpha=1.5),
@@ -100,11 +103,12 @@ def trained(tiny_sdxl, spec: AdapterSpec, text_encoders: bool = True):
     adapter = Adapter(spec, models, seed=3)
     g = torch.Generator().manual_seed(11)
     with torch.no_grad():
-        for p in adapter.parameters():
-            if p.ndim == 1 or (p.ndim == 2 and p.shape[1] == 1 and spec.type == "dora"):
-                p.mul_(1 + 0.2 * torch.randn(p.shape, generator=g))  # DoRA's magnitude
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+        for layer in adapter.layers:
+            for name, p in adapter.factors(layer).items():
+                if name == "lora_magnitude_vector":  # DoRA's: about ‖W‖ still
+                    p.mul_(1 + 0.2 * torch.randn(p.shape, generator=g))
+                else:
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.3)
     return pipe, adapter
 
 
@@ -121,7 +125,7 @@ def written(tiny_sdxl, tmp_path_factory):
         base = answers(pipe, data)
         adapter.set_strength(1.0)
         path = folder / "run.safetensors"
-        if files.has_peft_file(kind):
+        if files.has_peft_file(spec.type):
             files.save_kohya(adapter, files.kohya_path(path), LINEAGE, "run", 3, 64, 5e-5)
             files.save_peft(adapter, path, LINEAGE)
         else:
@@ -221,8 +225,6 @@ def test_the_layers_of_each_type_are_kohyas():
 @pytest.mark.parametrize(
     "spec, message",
     [
-        (AdapterSpec("lora", conv_dim=4), "locon is LoRA with them"),
-        (AdapterSpec("dora", conv_dim=4), "conv_dim 4"),
         (AdapterSpec("loha", factor=4), "factor 4 is LoKr's"),
         (AdapterSpec("lokr", factor=1), r"-1 \(automatic\) or 2"),
         (AdapterSpec("lycoris"), "one of lora, dora"),
@@ -238,7 +240,7 @@ def test_settings_that_do_not_go_together_are_refused_in_one_line(spec, message)
 # -- the files, read by their loaders ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["lora", "dora", "locon"])
+@pytest.mark.parametrize("kind", ["lora", "dora", "locon", "lora-conv", "dora-conv"])
 def test_diffusers_loads_the_peft_file_into_unet_and_both_text_encoders(tiny_sdxl, written, kind):
     data, ours, base, path, adapter = written[kind]
     pipe = load_pipeline(tiny_sdxl)
@@ -255,12 +257,12 @@ def test_diffusers_loads_the_peft_file_into_unet_and_both_text_encoders(tiny_sdx
     # LoRA at scale 0 adds exactly nothing; PEFT's DoRA keeps each row's magnitude / ‖W‖
     # (DoraRenderer switches the adapter off for the base picture)
     off = relative(at_zero["unet"], truly["unet"])
-    assert off == 0.0 if kind != "dora" else off > 0.01
+    assert off == 0.0 if not kind.startswith("dora") else off > 0.01
     pipe.disable_lora()
     assert torch.equal(answers(pipe, data)["unet"], truly["unet"])
 
 
-@pytest.mark.parametrize("kind", ["lora", "locon"])
+@pytest.mark.parametrize("kind", ["lora", "locon", "lora-conv"])
 def test_diffusers_converts_the_kohya_file_of_lora_and_locon(tiny_sdxl, written, kind):
     """diffusers' kohya conversion (SGM blocks, resnets, samplers, `lora_te1_`/`lora_te2_`)."""
     data, ours, _, path, adapter = written[kind]
@@ -273,7 +275,7 @@ def test_diffusers_converts_the_kohya_file_of_lora_and_locon(tiny_sdxl, written,
 
 
 def kohya_file(kind: str, path):
-    return files.kohya_path(path) if files.has_peft_file(kind) else path
+    return files.kohya_path(path) if files.has_peft_file(SPECS[kind].type) else path
 
 
 def flat_view(modules: dict[str, nn.Module]) -> nn.Module:
@@ -318,7 +320,7 @@ def test_lycoris_kohya_loader_reads_every_kohya_file_onto_the_tiny_sdxl(tiny_sdx
     for key in base:
         # LyCORIS's DoRA forward blends only the magnitude by its multiplier and adds the whole
         # ΔW at any multiplier (LoConModule.forward): at 0 it is W + ΔW, not the base model
-        assert (relative(at_zero[key], base[key]) <= 1e-6) == (kind != "dora"), key
+        assert (relative(at_zero[key], base[key]) <= 1e-6) == (not kind.startswith("dora")), key
 
 
 @pytest.mark.parametrize("kind", sorted(SPECS))
@@ -328,7 +330,7 @@ def test_the_renders_reader_gives_the_trainers_answers(tiny_sdxl, written, kind)
     pipe = load_pipeline(tiny_sdxl)
     loaded = LycorisFile(kohya_file(kind, path), pipe)
     assert_same(answers(pipe, data), ours, f"{kind} kohya file, LycorisFile")
-    if kind == "dora":  # LyCORIS's DoRA at multiplier 0 is not the base (the test above)
+    if kind.startswith("dora"):  # LyCORIS's DoRA at 0 is not the base (the test above)
         return
     loaded.set_strength(0.0)
     at_zero = answers(pipe, data)
@@ -357,6 +359,7 @@ def test_lokr_and_loha_files_carry_the_scale_in_their_first_factor(written):
 def test_the_kohya_metadata_names_the_network(written):
     for kind, module, args in (
         ("lora", "networks.lora", {}),
+        ("lora-conv", "networks.lora", {"conv_dim": "3", "conv_alpha": "1.5"}),
         ("dora", "lycoris.kohya", {"algo": "lora", "dora_wd": "True"}),
         ("lokr", "lycoris.kohya", {"algo": "lokr", "factor": "-1", "conv_dim": "3"}),
         ("loha", "lycoris.kohya", {"algo": "loha", "conv_alpha": "1.5"}),

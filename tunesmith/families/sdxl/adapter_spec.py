@@ -23,7 +23,7 @@ class AdapterSpec:
     rank: int = 16
     alpha: float = 16.0
     conv_dim: int = 0  # 0: no conv layers (kohya's networks/lora.py without conv_dim)
-    conv_alpha: float = 0.0  # the conv layers' alpha; 0: conv_dim (a scale of 1)
+    conv_alpha: float = 0.0  # the conv layers' alpha (`of` makes None conv_dim)
     factor: int = -1  # LoKr's factor; LyCORIS's default -1: the most even split
 
     @classmethod
@@ -44,11 +44,6 @@ class AdapterSpec:
         found = []
         if self.type not in ADAPTER_TYPES:
             found.append(f"adapter.type {self.type!r}: one of {', '.join(ADAPTER_TYPES)}")
-        if self.conv_dim and self.type not in LYCORIS_TYPES:
-            found.append(
-                f"adapter.conv_dim {self.conv_dim} trains conv layers, which {self.type} does "
-                f"not have here: use {', '.join(LYCORIS_TYPES)} (locon is LoRA with them)"
-            )
         if self.factor != -1 and self.type != "lokr":
             found.append(f"adapter.factor {self.factor} is LoKr's: type is {self.type!r}")
         if self.factor != -1 and self.factor < 2:

@@ -11,7 +11,8 @@ The types (`[runs.adapter] type`):
             the paper's §4.3)
     locon   LyCORIS's `LoConModule`: LoRA, and on a Conv2d a down conv of the layer's kernel,
             stride and padding and a 1×1 up conv (kohya's LoCon); the same function and init as
-            PEFT's LoRA (kaiming-uniform down, zero up)
+            PEFT's LoRA (kaiming-uniform down, zero up), and so the same as lora with
+            `conv_dim`, but trained as LyCORIS's kohya network trains it
     lokr    LyCORIS's `LokrModule`: ΔW = (alpha/dim)·kron(w1, w2), w2 split as w2_a·w2_b where
             dim < half its larger side; `factor` as LyCORIS's (-1: the most even split)
     loha    LyCORIS's `LohaModule`: ΔW = (alpha/dim)·(w1_a·w1_b) ⊙ (w2_a·w2_b)
@@ -40,11 +41,13 @@ files carry; `kohya_names.py`):
 
     UNet      every attention projection `to_q`, `to_k`, `to_v`, `to_out.0` (560 in SDXL base;
               diffusers' train_text_to_image_lora_sdxl.py targets, what the family trained
-              before) for every type; for LyCORIS's types with `conv_dim` > 0 also every
-              Conv2d and Linear of the ResnetBlock2D, Downsample2D and Upsample2D blocks, as
-              networks/lora.py adds them with `conv_dim` (UNET_TARGET_REPLACE_MODULE_CONV2D_3X3):
-              3×3 convolutions at `conv_dim` / `conv_alpha`, 1×1 convolutions (conv_shortcut)
-              and Linear layers (time_emb_proj) at `rank` / `alpha`
+              before) for every type; with `conv_dim` > 0 also every Conv2d and Linear of the
+              ResnetBlock2D, Downsample2D and Upsample2D blocks, as networks/lora.py adds them
+              with `conv_dim` (UNET_TARGET_REPLACE_MODULE_CONV2D_3X3): 3×3 convolutions at
+              `conv_dim` / `conv_alpha`, 1×1 convolutions (conv_shortcut) and Linear layers
+              (time_emb_proj) at `rank` / `alpha`. lora and dora take them through PEFT's conv
+              layers (`rank_pattern`, `alpha_pattern`): kohya's LoRA with conv_dim, and LyCORIS's
+              DoRA with conv layers, whose magnitude is per output channel as PEFT's
     CLIP-L    with `train_text_encoder`: every Linear of each CLIPAttention and CLIPMLP
     OpenCLIP  (`q_proj`, `k_proj`, `v_proj`, `out_proj`, `fc1`, `fc2`: networks/lora.py's
               TEXT_ENCODER_TARGET_REPLACE_MODULE), each encoder at the run's type and rank
@@ -63,8 +66,8 @@ The files (`files.py` writes them):
             each module's scale folded into its first factor and `alpha` = dim
             (`tunesmith/formats/lycoris.py` says why)
 
-Not handled: Tucker (`use_tucker`), `decompose_both`, rank and module dropout, DoRA on the
-LyCORIS types, per-block ranks; conv layers for lora and dora (locon is LoRA with them).
+Not handled: Tucker (`use_tucker`), `decompose_both`, rank and module dropout, DoRA on LoKr
+and LoHa (`dora_wd` with those algorithms), per-block ranks.
 """
 
 from __future__ import annotations
@@ -77,7 +80,6 @@ import torch
 from torch import nn
 
 from tunesmith.families.sdxl.adapter_spec import (
-    LYCORIS_TYPES,
     PEFT_FILE_TYPES,
     AdapterError,
     AdapterSpec,
@@ -120,15 +122,19 @@ def adapter_dtype(base: torch.dtype) -> torch.dtype:
 def unet_targets(unet: nn.Module, spec: AdapterSpec) -> dict[str, tuple[int, float]]:
     """The UNet's adapted layers in module order, each with its (dim, alpha) (module docstring)."""
     targets, ends = {}, tuple(f".{t}" for t in UNET_TARGETS)
-    convs = spec.conv_dim > 0 and spec.type in LYCORIS_TYPES
     for name, module in unet.named_modules():
         if name.endswith(ends) and isinstance(_base(module), nn.Linear):
             targets[name] = (spec.rank, spec.alpha)
-        elif convs and type(module).__name__ in CONV_BLOCKS:
+        elif spec.conv_dim > 0 and type(module).__name__ in CONV_BLOCKS:
+            found: list[str] = []  # a layer, not the insides of an adapter already on it
             for child, layer in module.named_modules():
-                if not child or not isinstance(layer, nn.Linear | nn.Conv2d):
+                base = _base(layer)
+                if not child or any(child.startswith(f"{f}.") for f in found):
                     continue
-                if isinstance(layer, nn.Linear) or layer.kernel_size == (1, 1):
+                if not isinstance(base, nn.Linear | nn.Conv2d):
+                    continue
+                found.append(child)
+                if isinstance(base, nn.Linear) or base.kernel_size == (1, 1):
                     targets[f"{name}.{child}"] = (spec.rank, spec.alpha)
                 else:
                     targets[f"{name}.{child}"] = (spec.conv_dim, spec.conv_alpha)
@@ -298,15 +304,29 @@ class Adapter:
         spec = self.spec
         unet = component == "unet"
         targets = self._targets(component, model)
+        ends = tuple(f".{t}" for t in (UNET_TARGETS if unet else TEXT_ENCODER_TARGETS))
         if spec.peft:
             from peft import LoraConfig
 
+            names = list(UNET_TARGETS if unet else TEXT_ENCODER_TARGETS)
+            convs = {n: dim_alpha for n, dim_alpha in targets.items() if not n.endswith(ends)}
+            patterns = {}
+            if convs:  # conv_dim: the conv layers by name, theirs rank and alpha where they differ
+                names += sorted(convs)
+                odd = {
+                    n: (d, a) for n, (d, a) in convs.items() if (d, a) != (spec.rank, spec.alpha)
+                }
+                patterns = {
+                    "rank_pattern": {n: d for n, (d, _) in odd.items()},
+                    "alpha_pattern": {n: a for n, (_, a) in odd.items()},
+                }
             config = LoraConfig(
                 r=spec.rank,
                 lora_alpha=spec.alpha,
-                target_modules=list(UNET_TARGETS if unet else TEXT_ENCODER_TARGETS),
+                target_modules=names,
                 init_lora_weights=True,  # A: kaiming-uniform, B: zero
                 **({"use_dora": True} if spec.type == "dora" else {}),
+                **patterns,
             )
             if unet:  # diffusers' own call, as the family made its LoRA before
                 model.add_adapter(config, adapter_name=PEFT_ADAPTER)
@@ -467,7 +487,10 @@ class Adapter:
                 }
                 if "lora_magnitude_vector" in factors:
                     magnitude = factors["lora_magnitude_vector"]
-                    named["dora_scale"] = magnitude.reshape(-1, 1)  # LyCORIS's [out, 1]
+                    rows = layer.module.get_base_layer().weight.dim() - 1
+                    # LyCORIS's [out, 1] ([out, 1, 1, 1] on a conv); PEFT's is [out] ([1, out,
+                    # 1, 1]): the same norms per output, in order
+                    named["dora_scale"] = magnitude.reshape(-1, *[1] * rows)
             for suffix, value in named.items():
                 out[f"{stem}.{suffix}"] = value.detach().float().cpu().contiguous()
         return out

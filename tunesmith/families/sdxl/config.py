@@ -1,6 +1,6 @@
 """An SDXL run's settings: a LoRA on every attention projection of the UNet, as kohya's and
 diffusers' SDXL LoRA trainers make it (docs/conventions/sdxl.md), or another adapter type
-(`adapters.py`: PEFT's DoRA, LyCORIS's LoCon, LoKr, LoHa with kohya's `conv_dim`), and LoRA on
+(`adapters.py`: PEFT's DoRA, LyCORIS's LoCon, LoKr, LoHa; kohya's `conv_dim`), and LoRA on
 both text encoders with `train_text_encoder` (kohya's `--train_text_encoder`).
 
 The loss, noise, schedule, batch and optimizer options carry kohya sd-scripts' names and
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from tunesmith.families.sdxl import data_options
-from tunesmith.families.sdxl.adapter_spec import ADAPTER_TYPES, LYCORIS_TYPES, AdapterSpec
+from tunesmith.families.sdxl.adapter_spec import ADAPTER_TYPES, AdapterSpec
 from tunesmith.families.sdxl.data_options import SdxlDataOptions
 from tunesmith.train.config import AdapterConfig, DemoConfig, TrainConfig
 from tunesmith.train.schema import (
@@ -43,8 +43,8 @@ class SdxlAdapter(AdapterConfig):
     # lora (PEFT's, as before), dora (PEFT's use_dora), locon, lokr, loha (LyCORIS's modules)
     type: Literal[ADAPTER_TYPES] = "lora"
     rank: Count = 16  # kohya's common network_dim for SDXL styles; alpha None: alpha = rank
-    # kohya's networks/lora.py conv_dim: the resnets' and samplers' convolutions (LyCORIS's
-    # types); 0: none, as kohya without conv_dim
+    # kohya's networks/lora.py and LyCORIS's conv_dim: the resnets' and samplers'
+    # convolutions; 0: none, as kohya's networks/lora.py without conv_dim
     conv_dim: Whole = 0
     conv_alpha: Positive | None = None  # None: conv_dim (a scale of 1, as alpha None)
     # LoKr's Kronecker factor; -1: LyCORIS's default, the most even split of each side
@@ -113,7 +113,7 @@ def problems(run) -> list[str]:
     if a.conv_alpha is not None and not a.conv_dim:
         found.append(
             f"adapter.conv_alpha {a.conv_alpha:g} needs adapter.conv_dim (the conv layers' "
-            f"rank; {', '.join(LYCORIS_TYPES)} train conv layers where it is above 0)"
+            "rank; 0 trains no conv layer)"
         )
     if t.text_encoder_lr is not None and not t.train_text_encoder:
         found.append(

@@ -21,6 +21,7 @@ folder).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -99,10 +100,10 @@ def network(
             args["dora_wd"] = "True"
         if spec.type == "lokr":
             args["factor"] = str(spec.factor)
-        if spec.conv_dim:
-            target += list(CONV_BLOCKS)
-            args["conv_dim"] = str(spec.conv_dim)
-            args["conv_alpha"] = kohya.number(spec.conv_alpha)
+    if spec.conv_dim:  # networks/lora.py's and LyCORIS's conv_dim, conv_alpha
+        target += list(CONV_BLOCKS)
+        args["conv_dim"] = str(spec.conv_dim)
+        args["conv_alpha"] = kohya.number(spec.conv_alpha)
     if any(layer.component != COMPONENT for layer in adapter.layers):
         target += list(TEXT_ENCODER_TARGETS)
     return kohya.Network(
@@ -188,6 +189,6 @@ def _validate_peft(path: Path, meta: dict[str, str], shapes: dict) -> list[str]:
         if len(a) < 2 or len(b) < 2 or a[0] != b[1]:
             raise FormatError(f"{path}: {stem}: A {a} and B {b} do not chain")
         magnitude = factors.get(PEFT_SUFFIXES[2], factors.get(PEFT_SUFFIXES[3]))
-        if magnitude is not None and tuple(magnitude) != (b[0],):
+        if magnitude is not None and math.prod(magnitude) != b[0]:
             raise FormatError(f"{path}: {stem}: magnitude {magnitude} for {b[0]} outputs")
     return sorted(found)
