@@ -152,7 +152,7 @@ PENDING_TRAIN = (
     "train_text_encoder",
     "text_encoder_lr",
 )
-PENDING_ADAPTER = ("conv_dim", "conv_alpha")
+PENDING_ADAPTER = ("conv_dim", "conv_alpha", "factor")
 
 
 def still_pending() -> tuple[set[str], set[str]]:
@@ -451,9 +451,13 @@ def test_a_train_data_dir_is_the_dataset_and_its_folders_the_subsets():
         (
             "lycoris.kohya",
             ["algo=lokr", "factor=8", "preset=attn-mlp"],
-            {"type": "lokr", "conv_dim": 16, "conv_alpha": 8.0},  # LyCORIS: the network's
+            {
+                "type": "lokr",
+                "conv_dim": 16,
+                "conv_alpha": 8.0,
+                "factor": 8,
+            },  # LyCORIS: the network's
             [
-                'network_args = "factor=8" (no such setting for SDXL in tunesmith)',
                 'network_args = "preset=attn-mlp" (tunesmith picks the layers: the attention '
                 "projections)",
             ],

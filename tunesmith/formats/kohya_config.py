@@ -1232,6 +1232,8 @@ class _Translator:
                 self._refuse("network_args", "dora_wd=True", f"no DoRA on {algo} in tunesmith")
             # LyCORIS's conv_dim and conv_alpha default to the network's (lycoris/kohya.py)
             conv = _pop(extra, "conv_dim", dim) + _pop(extra, "conv_alpha", scale)
+            if kind == "lokr" and "factor" in extra:
+                self._factor(extra.pop("factor"))
         else:
             self._refuse(
                 "network_module", module_name,
@@ -1287,6 +1289,19 @@ class _Translator:
             return
         self._set("adapter.conv_dim", dim, dim_from, option="conv_dim")
         self._set("adapter.conv_alpha", alpha, alpha_from, option="conv_alpha")
+
+    def _factor(self, value: str) -> None:
+        """LoKr's Kronecker factor (LyCORIS's `factor`, -1 the most even split)."""
+        try:
+            factor = int(value)
+        except ValueError:
+            factor = 0
+        if factor != -1 and factor < 2:
+            self._refuse(
+                "network_args", f"factor={value}", "-1 (automatic) or a whole number from 2"
+            )
+            return
+        self._set("adapter.factor", factor, "network_args factor", option="factor")
 
     # -- the demos ---------------------------------------------------------------------------
 
@@ -1390,7 +1405,7 @@ class _Translator:
 # The order of a run's settings in the file and the report.
 ORDER = (
     "name", "base_model", "adapter.type", "adapter.rank", "adapter.alpha", "adapter.conv_dim",
-    "adapter.conv_alpha", "train.steps", "train.lr", "train.train_text_encoder",
+    "adapter.conv_alpha", "adapter.factor", "train.steps", "train.lr", "train.train_text_encoder",
     "train.text_encoder_lr", "train.batch_size", "train.gradient_accumulation_steps",
     "train.size", "train.seed", "train.grad_clip", "train.checkpoint_every", "train.eval_every",
     "train.holdout", "train.gradient_checkpointing", "train.optimizer", "train.lr_scheduler",
