@@ -18,7 +18,8 @@ the rows too. `make bench-real` runs it at full size (within 30 minutes on a 24 
 CPU); `--reduced` runs each row on the same architecture at a much smaller width and depth, in
 seconds (`make test` does, so the bench keeps working); `bench/gpu.sh` runs it on CUDA.
 
-    .venv/bin/python bench/real_size.py [--reduced] [--families sdxl,ace-step] [--json out.json]
+    .venv/bin/python bench/real_size.py [--reduced] [--families sdxl,ace-step]
+        [--checkpointing both|on|off] [--json out.json]
 """
 
 from __future__ import annotations
@@ -35,12 +36,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 FAMILIES = ("sdxl", "stable_audio_3", "ace_step", "ace_step_planner")
 GOAL_ESTIMATE, GOAL_TIME = 0.15, 1.05
+MODES = {"both": (True, False), "on": (True,), "off": (False,)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reduced", action="store_true", help="small widths, for the tests")
     parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument(
+        "--checkpointing",
+        choices=("both", "on", "off"),
+        default="both",
+        help="the rows with gradient checkpointing on, off, or both (the default)",
+    )
     parser.add_argument("--json", type=Path, help="write the rows here too")
     args = parser.parse_args()
     chosen = [f.strip().replace("-", "_") for f in args.families.split(",") if f.strip()]
@@ -53,7 +61,7 @@ def main() -> int:
             module = importlib.import_module(f"bench.full_size.{name}")
             folder = Path(work) / name
             folder.mkdir()
-            for row in module.rows(folder, reduced=args.reduced):
+            for row in module.rows(folder, args.reduced, MODES[args.checkpointing]):
                 rows.append({"family": name.replace("_", "-"), **row})
                 print(_line(rows[-1]), flush=True)
     print(f"{len(rows)} rows in {time.perf_counter() - start:.0f} s")

@@ -24,7 +24,9 @@ SHORT = {
     # the four families' step benches (train_step, sdxl_step, ace_step_step, planner_step) in
     # their reduced forms, and their table
     "steps.py": ["--short"],
-    "real_size.py": ["--reduced"],  # every family's rows at a small width (make bench-real)
+    # every family's rows at a small width (make bench-real), checkpointed: the rows without
+    # checkpointing run the same code with the flag off
+    "real_size.py": ["--reduced", "--checkpointing", "on"],
 }
 
 

@@ -148,14 +148,14 @@ def available() -> float:
     return psutil.virtual_memory().available / GB
 
 
-def rows(work: Path, reduced: bool) -> list[dict]:
+def rows(work: Path, reduced: bool, checkpointing_modes=(True, False)) -> list[dict]:
     from tunesmith.families.ace_step import full_size
 
     folder = full_size.write_base_model(work / "model", reduced_model() if reduced else None)
     size = "reduced " if reduced else ""
     found = []
     for kind, (name, _) in ADAPTERS.items():
-        for checkpointing in (True, False):
+        for checkpointing in checkpointing_modes:
             setting = f"{size}{name}, crop {CROP}"
             expected, free = estimate(folder, kind, checkpointing), available()
             if expected > free:

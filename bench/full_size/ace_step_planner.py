@@ -121,14 +121,14 @@ def available() -> float:
     return psutil.virtual_memory().available / GB
 
 
-def rows(work: Path, reduced: bool) -> list[dict]:
+def rows(work: Path, reduced: bool, checkpointing_modes=(True, False)) -> list[dict]:
     from tunesmith.families.ace_step_planner.full_size import write_planner
 
     config, code_tokens = planner_config(reduced)
     planner = write_planner(work / NAME, config, code_tokens=code_tokens)
     setting = f"{'reduced ' if reduced else ''}{NAME}, LoRA r16, songs of 150 codes"
     found = []
-    for checkpointing in (True, False):
+    for checkpointing in checkpointing_modes:
         scratch = work / f"estimate-{checkpointing}"
         scratch.mkdir()
         expected, free = estimate(planner, scratch, checkpointing), available()

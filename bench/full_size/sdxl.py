@@ -121,14 +121,14 @@ def available() -> int:
     return psutil.virtual_memory().available
 
 
-def rows(work: Path, reduced: bool) -> list[dict]:
+def rows(work: Path, reduced: bool, checkpointing_modes=(True, False)) -> list[dict]:
     from tunesmith.families.sdxl import full_size
 
     model, size = configs(reduced), picture_size(reduced)
     model_name = "reduced" if reduced else "base 1.0"
     setting = f"{model_name}, {size}², batch {BATCH}, lora r{RANK}, {dtype_name()}"
     found, folder = [], work / "model"
-    for checkpointing in (True, False):
+    for checkpointing in checkpointing_modes:
         expected = estimate(model, size, checkpointing).total
         if expected > available():
             found.append(

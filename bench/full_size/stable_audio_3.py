@@ -108,7 +108,7 @@ def estimate(folder: Path, checkpointing: bool) -> float:
     return model.estimate(run, runtime=runtime).total / GB
 
 
-def rows(work: Path, reduced: bool) -> list[dict]:
+def rows(work: Path, reduced: bool, checkpointing_modes=(True, False)) -> list[dict]:
     import psutil
 
     from tunesmith.families.stable_audio_3 import full_size
@@ -117,7 +117,7 @@ def rows(work: Path, reduced: bool) -> list[dict]:
     size = "reduced medium" if reduced else "medium"
     configs = full_size.write_configs(work / "configs", model)
     found, folder = [], work / "model"
-    for checkpointing in (True, False):
+    for checkpointing in checkpointing_modes:
         setting = f"{size}, dora-rows r{RANK}, batch {BATCH}, crop {CROP}"
         expected = estimate(configs, checkpointing)
         available = psutil.virtual_memory().available / GB
