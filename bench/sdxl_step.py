@@ -15,9 +15,10 @@ so that convolutions and attention, not only Python, make up a step.
 Not measured: the `encoded` stage (both sides start from a posterior and text embeddings),
 gradient clipping (the diffusers script's default, which neither side does), writing adapters.
 
-Also printed: our step with kohya's min-SNR weighting (γ 5) and an EMA of the adapter (decay
-0.999) on against our step without them, both SdxlTrainer steps alternated in the same process
-after the bare comparison (`OPTIONS`; the median of each, timed as below).
+Also printed: our step with aspect-ratio buckets (the pictures are square: one bucket, whose
+batches the bucket order draws), kohya's min-SNR weighting (γ 5) and an EMA of the adapter
+(decay 0.999) on against our step without them, both SdxlTrainer steps alternated in the same
+process after the bare comparison (`OPTIONS`; the median of each, timed as below).
 
 Printed: steps per second of each and the time ratio (ours / bare, goal ≤ 1.02), from one
 process that builds both and alternates their steps (`bench/steps.py`: the median step after
@@ -184,8 +185,15 @@ def encoded(folder: Path, work: Path):
     return pd.DataFrame(rows)
 
 
-# kohya's usual min-SNR γ and a common EMA decay: the options whose cost the bench measures
-OPTIONS = {"min_snr_gamma": 5.0, "ema_decay": 0.999}
+# buckets, kohya's usual min-SNR γ and a common EMA decay: the options whose cost the bench
+# measures (buckets at the bench's small size: the smallest bucket side under it)
+OPTIONS = {
+    "buckets": True,
+    "min_bucket_reso": 64,
+    "bucket_reso_steps": 32,
+    "min_snr_gamma": 5.0,
+    "ema_decay": 0.999,
+}
 
 
 def ours(folder: Path, work: Path, device: str, dtype: str, **train):
@@ -378,7 +386,7 @@ def main() -> None:
     print(f"memory ratio (ours/bare): {memory['ours'] / max(memory['bare'], 1):.3f}  (goal ≤ 1.0)")
     off, on = paired["options"]
     print(
-        f"min-SNR (γ 5) + EMA (0.999) on/off: {on:.2f} / {off:.2f} steps/s, time ratio "
+        f"buckets + min-SNR (γ 5) + EMA (0.999) on/off: {on:.2f} / {off:.2f} steps/s, time ratio "
         f"{off / on:.3f}  (our steps alternated in one process)"
     )
 
