@@ -120,12 +120,22 @@ def encode_long_captions(
     """(prompt_embeds [B, 75·chunks + 2, C1 + C2], pooled [B, P]): kohya's long captions
     (captions.py): chunks of 75 tokens through both encoders, put back in one sequence; the
     pooled embedding of the first chunk. One chunk is `encode_captions`."""
-    states, pooled = [], None
     pairs = [(pipe.tokenizer, pipe.text_encoder), (pipe.tokenizer_2, pipe.text_encoder_2)]
-    for tokenizer, encoder in pairs:
-        ids = tokenize_chunks(tokenizer, captions, chunks)  # [B, chunks, 77]
-        batch, _, window = ids.shape
-        output = encoder(ids.reshape(-1, window).to(encoder.device), output_hidden_states=True)
+    ids = [tokenize_chunks(tokenizer, captions, chunks) for tokenizer, _ in pairs]
+    return encode_ids([encoder for _, encoder in pairs], ids)
+
+
+def encode_ids(encoders: list, ids: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(prompt_embeds, pooled) of token ids [B, chunks, 77], one tensor per encoder: each
+    chunk's penultimate hidden states put back in one sequence (the first chunk's start token,
+    every chunk's 75 inner tokens, the last chunk's end), the encoders' concatenated; the
+    pooled embedding is text_encoder_2's projected end-of-text embedding of the first chunk.
+    Gradients flow where the encoders train (`objective.TextEncoders`)."""
+    states, pooled = [], None
+    for encoder, chunked in zip(encoders, ids, strict=True):
+        batch, chunks, window = chunked.shape
+        flat = chunked.reshape(-1, window).to(encoder.device)
+        output = encoder(flat, output_hidden_states=True)
         hidden = output.hidden_states[-2]
         if chunks > 1:
             hidden = hidden.reshape(batch, chunks, window, -1)

@@ -309,20 +309,10 @@ class TextEncoders:
 
     def __call__(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """(prompt_embeds [B, 75·chunks + 2, C1 + C2], pooled [B, P]) in the encoders' dtype."""
-        states, pooled = [], None
-        for index, (_, encoder) in enumerate(self.pairs):
-            ids = torch.stack([self.ids(text)[index] for text in texts])  # [B, chunks, 77]
-            batch, chunks, window = ids.shape
-            output = encoder(ids.reshape(-1, window).to(encoder.device), output_hidden_states=True)
-            hidden = output.hidden_states[-2]
-            if chunks > 1:
-                hidden = hidden.reshape(batch, chunks, window, -1)
-                inner = hidden[:, :, 1 : window - 1].reshape(batch, chunks * (window - 2), -1)
-                hidden = torch.cat([hidden[:, 0, :1], inner, hidden[:, -1, window - 1 :]], dim=1)
-            states.append(hidden)
-            if output[0].dim() == 2:  # CLIP-G's projected end-of-text embedding
-                pooled = output[0].reshape(batch, chunks, -1)[:, 0]
-        return torch.cat(states, dim=-1), pooled
+        from tunesmith.families.sdxl.model import encode_ids
+
+        ids = [torch.stack([self.ids(text)[i] for text in texts]) for i in range(len(self.pairs))]
+        return encode_ids([encoder for _, encoder in self.pairs], ids)
 
 
 class SdxlLora:
