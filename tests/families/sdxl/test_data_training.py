@@ -13,13 +13,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 from safetensors.torch import load_file
 
 from tests.conftest import build_in_a_process, materialize
+from tests.families.sdxl.test_encoded_shaped import draw
 from tunesmith import encoding
 from tunesmith.backends.placement import Placement
 from tunesmith.dataset.labels import build_labels
@@ -77,23 +76,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def draw(path: Path, size: tuple[int, int], seed: int, alpha: bool = False) -> None:
-    """A coloured ground with three discs; `alpha`: the left half transparent."""
-    rng = np.random.default_rng(seed)
-    width, height = size
-    y, x = np.mgrid[:height, :width]
-    pixels = np.empty((height, width, 3), np.uint8)
-    pixels[:] = rng.integers(0, 256, 3)
-    for _ in range(3):
-        cx, cy, r = rng.integers(0, width), rng.integers(0, height), rng.integers(6, 20)
-        pixels[(x - cx) ** 2 + (y - cy) ** 2 < r * r] = rng.integers(0, 256, 3)
-    if alpha:
-        a = np.where(x < width // 2, 0, 255).astype(np.uint8)
-        Image.fromarray(np.dstack([pixels, a]), "RGBA").save(path)
-    else:
-        Image.fromarray(pixels).save(path)
 
 
 def make_shapes(folder: Path) -> None:

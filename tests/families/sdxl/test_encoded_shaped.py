@@ -49,6 +49,7 @@ def run_with(base_model: Path, name: str = "shaped", **settings):
 
 
 def draw(path: Path, size: tuple[int, int], seed: int, alpha: bool = False) -> np.ndarray:
+    """A coloured ground with three discs; `alpha`: the left half transparent."""
     rng = np.random.default_rng(seed)
     width, height = size
     y, x = np.mgrid[:height, :width]
