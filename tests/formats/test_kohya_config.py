@@ -267,7 +267,8 @@ def test_the_report_names_each_option_not_honoured_and_why():
     assert lines[0] == "dataset 10_mychar: kohya's /data/img/10_mychar"
     assert (
         "set train.size = 888 (datasets[0].resolution; 1024x768 becomes the side of a square "
-        "of about the same area, a multiple of 8; tunesmith trains square crops)"
+        "of about the same area, a multiple of 8 (a picture trains at that square, or with "
+        "buckets at its bucket of about that area))"
     ) in lines
     assert "set train.steps = 1000 (max_train_epochs; 10 epochs of 100 steps (about: kohya " in (
         "\n".join(lines)

@@ -861,7 +861,8 @@ class _Translator:
         if width != height:
             note = (
                 f"{width}x{height} becomes the side of a square of about the same area, a "
-                "multiple of 8; tunesmith trains square crops"
+                "multiple of 8 (a picture trains at that square, or with buckets at its bucket "
+                "of about that area)"
             )
         elif size != width:
             note = f"{width} rounded to a multiple of 8"

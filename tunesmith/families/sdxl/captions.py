@@ -20,9 +20,9 @@ Variants (`shuffle_caption`, `keep_tokens`, `caption_separator`, `caption_tag_dr
 kohya's `train_util.BaseDataset.process_caption`: the caption split at the separator, each
 tag stripped; the first `keep_tokens` stay in front; the rest are shuffled, then each dropped
 with probability `caption_tag_dropout_rate`; joined again with ", ". kohya draws a new one every
-step and runs the text encoders on it. Here the text encoders run in the encoded stage only
-(the trainer holds no text encoder, and the encoder is not linear, so a shuffled caption's
-encoding cannot be put together from its tags' encodings): each caption is drawn
+step and runs the text encoders on it. Here, with frozen text encoders (the default), they run
+in the encoded stage only (the trainer holds none, and an encoder is not linear, so a shuffled
+caption's encoding cannot be put together from its tags' encodings): each caption is drawn
 `caption_variants` times (8 by default) from a generator seeded with the run's seed and the
 caption, each variant is encoded once (an entry keyed by its text: a variant two captions or
 two runs share is encoded once) and the trainer picks one of the caption's variants at every
@@ -30,7 +30,8 @@ step (`pick_caption`). The cost: up to `caption_variants` text encodings and ent
 caption (SDXL's is 77 x 2048 float32, 0.6 MB; 1.2 and 1.8 MB at 150 and 225 tokens), and a
 caption is seen in at most that many orders where kohya's would see a new one each epoch.
 Duplicates are kept in the list, so each variant is picked as often as kohya's generator
-would give it (a caption whose tags are rarely dropped is mostly whole).
+would give it (a caption whose tags are rarely dropped is mostly whole). A run that trains the
+text encoders (`train_text_encoder`) runs them on the picked variant's text at every step.
 
 Caption dropout (`caption_dropout_rate`): at each step, with that probability, the empty
 caption instead of the picture's (kohya's dropout, decided before the tags are shuffled). The
