@@ -60,6 +60,7 @@ class Network:
     module: str = "networks.lora"  # ss_network_module; "lycoris.kohya" for LyCORIS's
     args: tuple[tuple[str, str], ...] = ()  # further ss_network_args (algo, conv_dim, ...)
     text_encoder_lr: float | None = None  # ss_text_encoder_lr where the text encoders train
+    training: tuple[tuple[str, str], ...] = ()  # further ss_ keys: the options a run set
 
     def metadata(self) -> dict[str, str]:
         text_encoders = {}
@@ -75,6 +76,7 @@ class Network:
             "ss_network_alpha": number(self.alpha),
             "ss_network_args": json.dumps({"target": list(self.target), **dict(self.args)}),
             **text_encoders,
+            **dict(self.training),
             "ss_base_model_version": self.base_model_version,
             "ss_v2": "False",
             "ss_output_name": self.name,

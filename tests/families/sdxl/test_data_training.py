@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 from tests.conftest import build_in_a_process, materialize
@@ -26,6 +27,7 @@ from tunesmith.dataset.manifest import build_manifest
 from tunesmith.families.sdxl import FAMILY, buckets
 from tunesmith.families.sdxl import encoded as stage
 from tunesmith.families.sdxl.buckets import BucketOrder
+from tunesmith.families.sdxl.files import KOHYA_METADATA
 from tunesmith.families.sdxl.objective import Choices, Picture, pictures_from_frame
 from tunesmith.families.sdxl.options import (
     elementwise_loss,
@@ -379,6 +381,7 @@ def test_a_run_with_every_data_option_resumes_bit_for_bit(tiny_sdxl, encoded, tm
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
 
 
+KOHYA_OPTION_KEYS = set(KOHYA_METADATA.values())
 IMAGE_TOML = """\
 [[runs]]
 name = "buckets"
@@ -428,6 +431,17 @@ def test_a_build_with_buckets_trains_and_a_second_build_computes_nothing(
     assert report["stages"]["encoded"]["buckets"] == {"buckets": counts}
     [run_dir] = (out / "adapters").glob("buckets-*")
     assert (run_dir / "buckets.safetensors").exists()
+    # the kohya file records the options the run set, under sd-scripts' names
+    with safe_open(run_dir / "buckets.kohya.safetensors", "pt") as f:
+        meta = f.metadata()
+    assert {k: v for k, v in meta.items() if k in KOHYA_OPTION_KEYS} == {
+        "ss_enable_bucket": "True",
+        "ss_min_bucket_reso": "32",
+        "ss_max_bucket_reso": "128",
+        "ss_flip_aug": "True",
+        "ss_shuffle_caption": "True",
+        "ss_caption_dropout_rate": "0.1",
+    }
     # nine training pictures in three buckets, batches of two: six an epoch; four taken
     state = json.loads((run_dir / "state" / "step=4" / "state.json").read_text())
     assert state["trainer"]["sampler"] == {"epoch": 1, "position": 4}

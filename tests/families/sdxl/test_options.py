@@ -508,3 +508,38 @@ def test_settings_that_cannot_train_are_refused_in_one_line(tiny_sdxl, train, me
     with pytest.raises(ConfigError) as caught:
         run_config(tiny_sdxl, **train)
     assert len(caught.value.problems) == 1 and message in caught.value.problems[0]
+
+
+def test_the_kohya_file_records_the_options_a_run_sets_under_sd_scripts_names():
+    from tunesmith.families.sdxl.files import training_metadata
+
+    assert training_metadata(SdxlTrain()) == ()  # the defaults: the file written before
+    train = replace(
+        SdxlTrain(),
+        min_snr_gamma=5.0,
+        noise_offset=0.0357,
+        loss_type="huber",
+        huber_c=0.2,
+        lr_scheduler="cosine",
+        lr_warmup_steps=10,
+        gradient_accumulation_steps=2,
+        max_token_length=225,
+        keep_tokens=1,
+        debiased_estimation=True,
+        buckets=True,
+    )
+    assert dict(training_metadata(train)) == {
+        "ss_min_snr_gamma": "5.0",
+        "ss_noise_offset": "0.0357",
+        "ss_loss_type": "huber",
+        "ss_huber_c": "0.2",
+        "ss_lr_scheduler": "cosine",
+        "ss_lr_warmup_steps": "10",
+        "ss_gradient_accumulation_steps": "2",
+        "ss_max_token_length": "225",
+        "ss_keep_tokens": "1",
+        "ss_debiased_estimation": "True",
+        "ss_enable_bucket": "True",
+        "ss_min_bucket_reso": "256",  # the limits the buckets were made with, as kohya's
+        "ss_max_bucket_reso": "2048",
+    }

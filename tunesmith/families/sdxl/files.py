@@ -81,6 +81,55 @@ def save_peft(lora: SdxlLora, path: Path, lineage: dict[str, str] | None = None)
     return peft.write_file(path, adapter.peft_tensors(), adapter.peft_configs(), lineage)
 
 
+# kohya's training options and the `ss_` keys sd-scripts records them under (train_network.py's
+# metadata; its dataset keys where one dataset is given on the command line)
+KOHYA_METADATA = {
+    "lr_scheduler": "ss_lr_scheduler",
+    "lr_warmup_steps": "ss_lr_warmup_steps",
+    "gradient_accumulation_steps": "ss_gradient_accumulation_steps",
+    "noise_offset": "ss_noise_offset",
+    "adaptive_noise_scale": "ss_adaptive_noise_scale",
+    "multires_noise_iterations": "ss_multires_noise_iterations",
+    "multires_noise_discount": "ss_multires_noise_discount",
+    "min_snr_gamma": "ss_min_snr_gamma",
+    "debiased_estimation": "ss_debiased_estimation",
+    "loss_type": "ss_loss_type",
+    "huber_schedule": "ss_huber_schedule",
+    "huber_c": "ss_huber_c",
+    "max_token_length": "ss_max_token_length",
+    "caption_dropout_rate": "ss_caption_dropout_rate",
+    "caption_tag_dropout_rate": "ss_caption_tag_dropout_rate",
+    "shuffle_caption": "ss_shuffle_caption",
+    "keep_tokens": "ss_keep_tokens",
+    "flip_aug": "ss_flip_aug",
+    "buckets": "ss_enable_bucket",
+    "bucket_no_upscale": "ss_bucket_no_upscale",
+    "min_bucket_reso": "ss_min_bucket_reso",
+    "max_bucket_reso": "ss_max_bucket_reso",
+}
+
+
+def training_metadata(train) -> tuple[tuple[str, str], ...]:
+    """The kohya options `train` sets away from their defaults, under sd-scripts' `ss_` names
+    and as it writes them (Python's str of the value). The defaults are left out, so a run that
+    sets none writes the file it wrote before these options existed."""
+    from dataclasses import fields
+
+    defaults = {f.name: f.default for f in fields(type(train))}
+    found = []
+    for option, key in KOHYA_METADATA.items():
+        value = getattr(train, option, None)
+        if value is not None and value != defaults.get(option):
+            found.append((key, str(value)))
+    if any(key == "ss_enable_bucket" for key, _ in found):  # the bucket limits it used
+        found += [
+            (KOHYA_METADATA[o], str(getattr(train, o)))
+            for o in ("min_bucket_reso", "max_bucket_reso")
+            if all(key != KOHYA_METADATA[o] for key, _ in found)
+        ]
+    return tuple(found)
+
+
 def network(
     adapter: Adapter,
     prediction_type: str,
@@ -89,6 +138,7 @@ def network(
     steps: int = 0,
     size: int = 1024,
     text_encoder_lr: float | None = None,
+    training: tuple[tuple[str, str], ...] = (),
 ) -> kohya.Network:
     """kohya's metadata of the adapter (a lora on the UNet: as the family wrote it before)."""
     spec, lineage = adapter.spec, lineage or {}
@@ -121,6 +171,7 @@ def network(
         module="networks.lora" if spec.type == "lora" else LYCORIS_MODULE,
         args=tuple(args.items()),
         text_encoder_lr=text_encoder_lr,
+        training=training,
     )
 
 
@@ -132,10 +183,11 @@ def save_kohya(
     steps: int = 0,
     size: int = 1024,
     text_encoder_lr: float | None = None,
+    training: tuple[tuple[str, str], ...] = (),
 ) -> Path:
     adapter = adapter_of(lora)
     prediction_type = getattr(lora, "prediction_type", "epsilon")
-    meta = network(adapter, prediction_type, lineage, name, steps, size, text_encoder_lr)
+    meta = network(adapter, prediction_type, lineage, name, steps, size, text_encoder_lr, training)
     return kohya.write(path, adapter.kohya_tensors(), meta, lineage or {})
 
 

@@ -304,7 +304,8 @@ class SdxlTrainer:
         meta = {**self.metadata, "tunesmith.step": str(step)}
         if loss is not None:
             meta["validation_loss"] = f"{loss:.8g}"
-        settings = (self.run.name, step, self.size, self.text_encoder_lr)
+        training = files.training_metadata(self.run.train)
+        settings = (self.run.name, step, self.size, self.text_encoder_lr, training)
         with self.averaged():
             if not files.has_peft_file(self.spec.type):  # lokr, loha: the kohya layout alone
                 return files.save_kohya(self.lora, path, meta, *settings)
