@@ -108,3 +108,25 @@ def test_the_fit_may_lower_the_batch_to_one_never_the_size(model):
     ((name, values),) = model.knobs
     assert name == "batch_size" and values == tuple(sorted(values, reverse=True))
     assert values[-1] == 1
+
+
+def test_the_estimate_trains_the_run_s_adapter_type_and_caption_length(tiny_sdxl):
+    """The adapter estimated is the one the trainer attaches (the same trained numbers), and
+    225-token captions make a longer step than 75-token ones."""
+    from tunesmith.families.sdxl.adapters import AdapterSpec
+
+    def run_with(adapter: dict, **train):
+        raw = {"name": "r", "family": "sdxl", "base_model": str(tiny_sdxl), "adapter": adapter}
+        raw["train"] = {"gradient_checkpointing": False, **train}
+        return resolve_run(raw, Path("tunesmith.toml"), 0)
+
+    for adapter in ({"type": "lokr"}, {"type": "loha", "conv_dim": 2}):
+        run = run_with(adapter)
+        footprint = FAMILY.memory(run, tiny_sdxl, torch.float32).estimate(run)
+        pipe = load_pipeline(tiny_sdxl)
+        spec = AdapterSpec.of(run.adapter)
+        lora = SdxlLora(pipe.unet, pipe.scheduler, 0.13, rank=16, spec=spec)
+        assert footprint.adapter == 16 * sum(p.numel() for p in lora.parameters()), adapter
+    short, long = (run_with({}, max_token_length=n) for n in (None, 225))
+    steps = [FAMILY.memory(r, tiny_sdxl, torch.float32).estimate(r).step for r in (short, long)]
+    assert steps[1] > steps[0], steps

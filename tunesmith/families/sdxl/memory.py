@@ -9,14 +9,20 @@ by `SdxlLora` itself with the run's rank, alpha and checkpointing, and the step 
 trainer's: `SdxlLora.squared_error` (the loss as a sum in half precision, the mean in float32,
 as `SdxlLora.backward`) and `backward()`, on `meta` tensors of the run's shapes: its batch
 (this process's share where the run trains on several), latents of `train.size` over the VAE's
-downsampling, the caption's 77 token encodings and the pooled one.
+downsampling, the caption's 77 token encodings (152 or 227 with `max_token_length`) and the
+pooled one. The adapter is the run's type (`adapter.type`, `conv_dim`), attached as the trainer
+attaches it.
 
 The demos' renders at validation (`render`) are traced too: at SDXL's sizes the VAE's decode
 of the picture holds more than anything else a render does (1.6 GB at 1024² in bfloat16,
 against 0.3 GB for the guided UNet call), and more than a checkpointed step (0.6 GB), so with
 checkpointing on it is the render that sets the peak.
 
-Not counted: DDP's gradient buckets on several processes (the adapter's size again).
+Not counted: DDP's gradient buckets on several processes (the adapter's size again); an EMA's
+float32 copy of the adapter (`ema_decay`, the adapter's size again); the text encoders'
+activations and their adapters' gradients where they train (`train_text_encoder`); with
+buckets, a bucket larger than the square of `size` (a bucket holds at most that many pixels,
+but its latent can be longer on one side).
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from pathlib import Path
 
 import torch
 
-from tunesmith.families.sdxl import full_size
+from tunesmith.families.sdxl import captions, data_options, full_size
+from tunesmith.families.sdxl.adapters import AdapterSpec
 from tunesmith.families.sdxl.objective import Picture, SdxlLora
 from tunesmith.train.config import world_size
 from tunesmith.train.footprint import MemoryModel
@@ -54,8 +61,9 @@ def memory_of(configs: dict[str, dict], run, dtype: torch.dtype) -> MemoryModel:
         run.adapter.scale_alpha,
         run.train.seed,
         checkpointing=run.train.gradient_checkpointing is True,
+        spec=AdapterSpec.of(run.adapter),
     )
-    shapes = _Shapes(configs)
+    shapes = _Shapes(configs, data_options.tokens_of(run.train))
     return MemoryModel(
         parts,
         lambda trial: _step(lora, shapes, trial),
@@ -67,11 +75,14 @@ def memory_of(configs: dict[str, dict], run, dtype: torch.dtype) -> MemoryModel:
 class _Shapes:
     """What of the configs a step's tensors are shaped by."""
 
-    def __init__(self, configs: dict[str, dict]) -> None:
+    def __init__(self, configs: dict[str, dict], text_tokens: int = captions.CHUNK) -> None:
         vae = configs["vae"]
         self.downsampling = 2 ** (len(vae["block_out_channels"]) - 1)
         self.channels = int(vae["latent_channels"])
-        self.tokens = int(configs["text_encoder"]["max_position_embeddings"])
+        # a caption's encodings: CLIP's 77 positions, or kohya's chunks put back together
+        self.window = int(configs["text_encoder"]["max_position_embeddings"])
+        chunks = max(1, text_tokens // captions.CHUNK)
+        self.tokens = chunks * (self.window - 2) + 2
         self.text = int(configs["unet"]["cross_attention_dim"])
         self.pooled = int(configs["text_encoder_2"]["projection_dim"])
 
@@ -129,7 +140,7 @@ def _render(unet, vae, shapes: _Shapes, run) -> None:
         unet(
             meta(batch, shapes.channels, side, side),
             meta(dtype=torch.float32),
-            encoder_hidden_states=meta(batch, shapes.tokens, shapes.text),
+            encoder_hidden_states=meta(batch, shapes.window, shapes.text),  # the pipeline's 77
             added_cond_kwargs={
                 "text_embeds": meta(batch, shapes.pooled),
                 "time_ids": meta(batch, 6),
