@@ -18,15 +18,6 @@ from pipelines.definitions import ASSETS, resources
 from resources.storage import StorageResource
 
 
-def pytest_collection_modifyitems(config, items):
-    """The files holding slow tests run first, the rest after, each file's tests together and
-    in their order. `make test` runs two processes, one file at a time each; with the long files
-    started first, the many short ones fill in at the end, and neither process sits idle while
-    the other finishes a long file it picked up last."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
-
-
 def write_clip(path: Path, seconds: float = 4.0, bpm: float = 120.0, freq: float = 220.0) -> Path:
     """A short stereo 44.1 kHz clip: a tone with a click on every beat."""
     sr = 44100
