@@ -69,10 +69,11 @@ def test_a_cap_between_the_estimates_turns_checkpointing_on_and_below_both_refus
     off, on = estimates(folder, storage)
     assert on < off - 500e6, (on, off)
 
-    # A cap between the two, near the upper one: the tiny model's small tensors come from the
-    # allocator's heap, which keeps what it freed, so its resident set runs some hundred
-    # megabytes above its estimate (at full size, docs/performance.md compares the two).
-    between = (off - (off - on) / 10) / 1e9
+    # A cap between the two, just under the upper one: the tiny model's small tensors come from
+    # the allocator's heap, which keeps what it freed, so its resident set runs some hundred
+    # megabytes above its estimate (at full size, docs/performance.md compares the two). At a
+    # tenth of the gap below it, a loaded machine's run once read 10 MB over the cap.
+    between = (off - (off - on) / 50) / 1e9
     (folder / "tunesmith.toml").write_text(TOML.format(cap=f"cap = {between:.4f}"))
     said = check(storage)
     assert said.returncode == 0, said.stdout + said.stderr
