@@ -303,6 +303,22 @@ def sensor_ticks(instance: dg.DagsterInstance) -> list:
     return list(instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=10))
 
 
+def _why_requested(site: Site, instance: dg.DagsterInstance, run_ids: list[str]) -> str:
+    """For a failure: the partitions the tick requested, and what `tunesmith status` says of
+    each command-line build now (the sensor adopts a build only when every stage is current)."""
+    said = []
+    for run_id in run_ids:
+        partition = instance.get_run_by_id(run_id).tags.get("dagster/partition")
+        status = subprocess.run(
+            [sys.executable, "-m", "pipelines.cli", "status", str(partition)],
+            env=site.env,
+            capture_output=True,
+            text=True,
+        )
+        said.append(f"requested {partition}:\n{status.stdout}{status.stderr}")
+    return "\n".join(said)
+
+
 def test_a_restart_of_daemon_and_webserver_keeps_history_cursor_and_partitions(site, two_runs):
     """deploy/start.sh twice. The first daemon's sensor finds a new folder: a partition, a
     cursor and a queued run (the queue is paused). All of it survives the restart: the new
@@ -332,7 +348,7 @@ def test_a_restart_of_daemon_and_webserver_keeps_history_cursor_and_partitions(s
     assert set(tick.run_ids) <= {r for r, status in before.items() if status == "QUEUED"}
     # drums only: loops and beats are new to the cursor too, but the command line built them as
     # they are, and the sensor's first tick adopts such builds instead of queuing them again
-    assert len(tick.run_ids) == 1
+    assert len(tick.run_ids) == 1, _why_requested(site, instance, tick.run_ids)
     instance.dispose()
 
     # Between the two starts: a new instance object, as the restarted processes build one.
