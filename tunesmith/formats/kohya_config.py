@@ -1292,15 +1292,12 @@ class _Translator:
         self._set("adapter.conv_alpha", alpha, alpha_from, option="conv_alpha")
 
     def _factor(self, value: str) -> None:
-        """LoKr's Kronecker factor (LyCORIS's `factor`, -1 the most even split)."""
+        """LoKr's Kronecker factor (LyCORIS's `factor`; its range is checked as any run's when
+        the written file is read back)."""
         try:
             factor = int(value)
         except ValueError:
-            factor = 0
-        if factor != -1 and factor < 2:
-            self._refuse(
-                "network_args", f"factor={value}", "-1 (automatic) or a whole number from 2"
-            )
+            self._refuse("network_args", f"factor={value}", "must be a whole number")
             return
         self._set("adapter.factor", factor, "network_args factor", option="factor")
 

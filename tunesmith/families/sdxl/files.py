@@ -116,18 +116,10 @@ def training_metadata(train) -> tuple[tuple[str, str], ...]:
     from dataclasses import fields
 
     defaults = {f.name: f.default for f in fields(type(train))}
-    found = []
-    for option, key in KOHYA_METADATA.items():
-        value = getattr(train, option, None)
-        if value is not None and value != defaults.get(option):
-            found.append((key, str(value)))
-    if any(key == "ss_enable_bucket" for key, _ in found):  # the bucket limits it used
-        found += [
-            (KOHYA_METADATA[o], str(getattr(train, o)))
-            for o in ("min_bucket_reso", "max_bucket_reso")
-            if all(key != KOHYA_METADATA[o] for key, _ in found)
-        ]
-    return tuple(found)
+    changed = {o for o in KOHYA_METADATA if getattr(train, o) != defaults[o]}
+    if "buckets" in changed:  # the limits its buckets were made with, as kohya records them
+        changed |= {"min_bucket_reso", "max_bucket_reso"}
+    return tuple((key, str(getattr(train, o))) for o, key in KOHYA_METADATA.items() if o in changed)
 
 
 def network(

@@ -75,14 +75,13 @@ def memory_of(configs: dict[str, dict], run, dtype: torch.dtype) -> MemoryModel:
 class _Shapes:
     """What of the configs a step's tensors are shaped by."""
 
-    def __init__(self, configs: dict[str, dict], text_tokens: int = captions.CHUNK) -> None:
+    def __init__(self, configs: dict[str, dict], text_tokens: int) -> None:
         vae = configs["vae"]
         self.downsampling = 2 ** (len(vae["block_out_channels"]) - 1)
         self.channels = int(vae["latent_channels"])
         # a caption's encodings: CLIP's 77 positions, or kohya's chunks put back together
         self.window = int(configs["text_encoder"]["max_position_embeddings"])
-        chunks = max(1, text_tokens // captions.CHUNK)
-        self.tokens = chunks * (self.window - 2) + 2
+        self.tokens = text_tokens // captions.CHUNK * (self.window - 2) + 2
         self.text = int(configs["unet"]["cross_attention_dim"])
         self.pooled = int(configs["text_encoder_2"]["projection_dim"])
 
