@@ -98,6 +98,9 @@ DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "data" / "cache" / "corpus
 TARGET_SECONDS = 20.0  # each song is whole cycles of its progression, about this long
 STEP = PPQ // 4  # a sixteenth note, the grid every pattern is written on
 FADE_SECONDS = 0.05  # an excerpt's cut at a bar line is faded over this long
+# libsndfile's Vorbis encoder overflows the stack (SIGSEGV) when one call hands it ~40 s of
+# stereo audio at once: the audio is written this many frames a call
+WRITE_FRAMES = 1 << 16
 
 # Soundfonts by name: the paths each Debian package installs, and the package.
 FONTS: dict[str, tuple[tuple[Path, ...], str]] = {
@@ -348,6 +351,16 @@ STYLES: dict[str, Style] = {
 }
 
 
+def style_of(name: str) -> Style:
+    """A style of STYLES, or of the second corpus's (tests/analysis/corpus96.py, which builds
+    on this module and so is imported only when one of its songs is asked about)."""
+    if name in STYLES:
+        return STYLES[name]
+    from tests.analysis.corpus96 import STYLES96
+
+    return STYLES96[name]
+
+
 @dataclass(frozen=True)
 class Song:
     """One song of the corpus and its truth (module docstring)."""
@@ -364,7 +377,7 @@ class Song:
 
     @property
     def metre(self) -> str:
-        return STYLES[self.style].metre
+        return style_of(self.style).metre
 
     @property
     def timesignature(self) -> str:
@@ -377,7 +390,7 @@ class Song:
 
     @property
     def drums(self) -> bool:
-        return bool(STYLES[self.style].drums)
+        return bool(style_of(self.style).drums)
 
     @property
     def keyscale(self) -> str:
@@ -547,16 +560,27 @@ def font_for(song: Song, fonts: dict[str, Path]) -> str:
     return song.font if song.font in fonts else next(iter(fonts))
 
 
-def make_corpus(folder: Path | None = None, workers: int = 0, extra: bool = False) -> Path:
+def make_corpus(
+    folder: Path | None = None,
+    workers: int = 0,
+    extra: bool = False,
+    songs: tuple[Song, ...] | None = None,
+) -> Path:
     """Render every song of SONGS that is missing or stale into `folder`; return the folder.
 
-    With `extra`, the songs of DEV_EXTRA instead, into EXTRA_CACHE by default.
+    With `extra`, the songs of DEV_EXTRA instead, into EXTRA_CACHE by default; with `songs`,
+    those (another corpus's, which names its folder). truth.json keeps the entries of songs
+    rendered there by an earlier call for other songs, after the ones asked for.
 
     `folder/truth.json` lists each song with its truth, its half and the soundfont it was
     rendered with (`font`, `font_path`); `folder/<name>.mid` is the MIDI it was rendered
     from. Songs are rendered `workers` at a time (0: one a core). Raises RuntimeError naming
     the Debian packages when fluidsynth or every soundfont is missing.
     """
+    if songs is None:
+        songs = DEV_EXTRA if extra else SONGS
+    elif folder is None:
+        raise ValueError("make_corpus(songs=...) needs the folder to render them into")
     folder = Path(folder or (EXTRA_CACHE if extra else DEFAULT_CACHE))
     fluidsynth = shutil.which("fluidsynth")
     fonts = available_fonts()
@@ -573,7 +597,7 @@ def make_corpus(folder: Path | None = None, workers: int = 0, extra: bool = Fals
         entry["name"]: entry for entry in (_read_json(folder / "truth.json") or {}).get("songs", [])
     }
     entries, todo = [], []
-    for song in DEV_EXTRA if extra else SONGS:
+    for song in songs:
         font = font_for(song, fonts)
         midi = song_midi(song)
         stamp = _stamp(midi, song, version, fonts[font])
@@ -585,6 +609,11 @@ def make_corpus(folder: Path | None = None, workers: int = 0, extra: bool = Fals
     if todo:
         with ThreadPoolExecutor(max_workers=pool_size(workers)) as pool:
             list(pool.map(lambda job: _render(*job, folder, fluidsynth), todo))
+    asked = {song.name for song in songs}
+    entries += [
+        entry for name, entry in old.items()
+        if name not in asked and (folder / entry["filename"]).is_file()
+    ]  # fmt: skip
     document = {"version": CORPUS_VERSION, "songs": entries}
     if _read_json(folder / "truth.json") != document:
         (folder / "truth.json").write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
@@ -640,12 +669,10 @@ def _render(song: Song, midi: bytes, font: Path, folder: Path, fluidsynth: str) 
     audio = (audio * PEAK / max(np.abs(audio).max(), 1e-9)).astype(np.float32)
     target = folder / song.filename
     partial = target.with_name(f".{target.name}.part")
-    if song.fmt == "mp3":
-        sf.write(partial, audio, rate, format="MP3", subtype="MPEG_LAYER_III")
-    elif song.fmt == "ogg":
-        sf.write(partial, audio, rate, format="OGG", subtype="VORBIS")
-    else:
-        sf.write(partial, audio, rate, format=song.fmt.upper(), subtype="PCM_16")
+    subtype = {"mp3": "MPEG_LAYER_III", "ogg": "VORBIS"}.get(song.fmt, "PCM_16")
+    with sf.SoundFile(partial, "w", rate, 2, subtype, format=song.fmt.upper()) as out:
+        for start in range(0, len(audio), WRITE_FRAMES):
+            out.write(audio[start : start + WRITE_FRAMES])
     partial.replace(target)
 
 
@@ -662,7 +689,7 @@ def bars(song: Song) -> int:
 
 def song_midi(song: Song) -> bytes:
     """The song as a format-0 Standard MIDI File, with its tempo and time signature."""
-    style, metre = STYLES[song.style], METRES[song.metre]
+    style, metre = style_of(song.style), METRES[song.metre]
     rng = random.Random(f"{song.name}-{CORPUS_VERSION}")
     scale = [PITCH[song.tonic] + step for step in SCALES[song.scale]]
     cycle = len(song.progression)

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.analysis import corpus as corpus22
-from tests.analysis import corpus60
+from tests.analysis import corpus60, corpus96
 from tunesmith.dataset.workers import run_all
 
 MODULE = "tests.analysis.fit_analysis"
@@ -44,6 +44,7 @@ CACHE_VERSION = "3"  # bump when what measure() stores changes
 L2 = 0.1
 FOLDS = 4
 TEMPO_TOLERANCE = 0.04
+SOURCES = ("corpus60", "corpus60_test", "corpus96", "dev_extra", "corpus22")
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,26 @@ def dev_songs() -> list[DevSong]:
         DevSong("dev_extra", s.name, str(folder / s.filename), s.bpm, s.metre, s.tonic, s.scale)
         for s in corpus60.DEV_EXTRA
     ]
+    folder = corpus60.make_corpus()
+    songs += [
+        DevSong("corpus60_test", s.name, str(folder / s.filename), s.bpm, s.metre, s.tonic, s.scale)
+        for s in corpus60.SONGS
+        if s.half == "test"
+    ]
+    folder = corpus96.make_corpus96(half="dev")
+    songs += [
+        DevSong("corpus96", s.name, str(folder / s.filename), s.bpm, s.metre, s.tonic, s.scale)
+        for s in corpus96.SONGS96
+        if s.half == "dev"
+    ]
     folder = corpus22.make_corpus()
     songs += [
         DevSong("corpus22", s.name, str(folder / s.filename), s.bpm, "4/4", s.tonic, s.scale)
         for s in corpus22.SONGS
         if s.half == "tuning"
     ]
-    assert not any(s.source == "corpus60" and corpus60.HALF[s.name] != "dev" for s in songs)
+    for source in ("corpus60", "corpus96"):  # never the test half of a corpus still scored
+        assert not any(s.source == source and corpus60.HALF[s.name] != "dev" for s in songs)
     return songs
 
 
@@ -259,6 +273,9 @@ def _pct(n: int, d: int) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=0, help="processes, 0: one a core")
+    parser.add_argument(
+        "--drop", nargs="*", default=[], help="analysis.meter features left out (an ablation)"
+    )
     args = parser.parse_args(argv)
     from tunesmith.analysis import key, meter
 
@@ -272,7 +289,9 @@ def main(argv=None) -> None:
         found, right = tempo_candidates(values, song)
         tempo_found.append(found)
         if found:
-            tempo_problem.append((tempo_matrix(found), np.array(right, dtype=float)))
+            x = tempo_matrix(found)
+            x[:, [meter.FEATURES.index(name) for name in args.drop]] = 0.0
+            tempo_problem.append((x, np.array(right, dtype=float)))
         else:
             tempo_problem.append((np.zeros((0, width)), np.zeros(0)))
     w = fit(tempo_problem, width)
@@ -282,7 +301,7 @@ def main(argv=None) -> None:
     metre_prior = {"4/4": 0.0} | dict(zip(metres, w[n + len(factors) :], strict=True))
 
     # out-of-fold: tempo, time signature and (with the fold's tempo) key
-    tempo_pairs, metre_pairs, key_pairs = [], [], []
+    tempo_pairs, metre_pairs, key_pairs, sources = [], [], [], []
     folds = [[i for i in range(len(songs)) if i % FOLDS == k] for k in range(FOLDS)]
     fold_tempo_w = {}
     for k, held in enumerate(folds):
@@ -292,6 +311,7 @@ def main(argv=None) -> None:
             if not tempo_found[i]:
                 continue
             p = _softmax(tempo_problem[i][0] @ fold_tempo_w[k])
+            sources.append(songs[i].source)
             tempo_pairs.append(_tempo_pair(tempo_found[i], p, songs[i]))
             metre_pairs.append(_metre_pair(tempo_found[i], p, songs[i]))
 
@@ -324,10 +344,7 @@ def main(argv=None) -> None:
 
     print(
         f"{len(songs)} development songs: "
-        + ", ".join(
-            f"{sum(s.source == src for s in songs)} {src}"
-            for src in ("corpus60", "dev_extra", "corpus22")
-        )
+        + ", ".join(f"{sum(s.source == src for s in songs)} {src}" for src in SOURCES)
     )
     print("\nanalysis.meter")
     print("WEIGHTS = {" + ", ".join(f'"{k}": {v:.3f}' for k, v in tempo_weights.items()) + "}")
@@ -344,6 +361,12 @@ def main(argv=None) -> None:
         + "}"
     )
     print("\n4-fold cross-validation (probability of the value chosen):")
+    for source in SOURCES:
+        chosen = [i for i, s in enumerate(sources) if s == source]
+        print(
+            f"  {source}: tempo {sum(tempo_pairs[i][0] for i in chosen)}/{len(chosen)}, "
+            f"time signature {sum(metre_pairs[i][0] for i in chosen)}/{len(chosen)}"
+        )
     print(review_table(tempo_pairs, "tempo"))
     print(review_table(metre_pairs, "time signature"))
     print(review_table(key_pairs, "key"))

@@ -25,10 +25,11 @@ analysis `dataset.analyse.analyse_file` runs), each with its confidence.
 Run it from the repository root:
 
     .venv/bin/python -m tests.analysis.measure [module:function ...] [--workers N] [--songs]
-        [--dev-extra]
+        [--dev-extra | --corpus96 dev|test|all]
 
 With no estimator named it scores both of the above; `--songs` also prints every song's row;
-`--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus.
+`--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
+`--corpus96 dev|test|all` the second corpus's (tests/analysis/corpus96.py).
 """
 
 from __future__ import annotations
@@ -140,20 +141,30 @@ def measure(
 ) -> list[Result]:
     """Run `estimator` on every song (rendering the corpus first where needed), in order.
 
-    `songs`: some of SONGS, or some of DEV_EXTRA (rendered into their own folder), not both.
-    `workers`: processes, as `tunesmith.dataset.workers.run_all` (0: one a core); the
-    seconds are CPU seconds of each call in its own process, so they do not depend on it.
+    `songs`: some of one corpus: SONGS, DEV_EXTRA or corpus96's SONGS96, each rendered into
+    its own folder. `workers`: processes, as `tunesmith.dataset.workers.run_all` (0: one a
+    core); the seconds are CPU seconds of each call in its own process, so they do not
+    depend on it.
     """
-    extra = [song in DEV_EXTRA for song in songs]
-    if any(extra) and not all(extra):
-        raise ValueError("measure songs of SONGS or of DEV_EXTRA, not both at once")
-    folder = make_corpus(folder, extra=bool(extra) and all(extra))
+    folder = render(songs, folder)
     tasks = [(estimator, str(folder / song.filename)) for song in songs]
     answers = run_all(_timed, tasks, workers)
     return [
         Result(song, estimate, seconds)
         for song, (estimate, seconds) in zip(songs, answers, strict=True)
     ]
+
+
+def render(songs: Sequence[Song], folder: Path | None = None) -> Path:
+    """Render `songs` where missing into their corpus's folder (or `folder`); return it."""
+    from tests.analysis.corpus96 import CACHE, SONGS96
+
+    for corpus, default in ((SONGS, None), (DEV_EXTRA, None), (SONGS96, CACHE)):
+        if all(song in corpus for song in songs):
+            if default is None:
+                return make_corpus(folder, extra=corpus is DEV_EXTRA)
+            return make_corpus(folder or default, songs=tuple(songs))
+    raise ValueError("measure songs of one corpus at a time: SONGS, DEV_EXTRA or SONGS96")
 
 
 def _timed(task: tuple[Estimator, str]) -> tuple[Estimate, float]:
@@ -239,6 +250,43 @@ def song_table(results: dict[str, Sequence[Result]]) -> str:
     return "\n".join(lines)
 
 
+def review_rates(results: list[Result], half: str) -> dict[str, tuple[int, int, int, int]]:
+    """Per field, for the tempo and key together, and for all three: (wrong values listed,
+    wrong values, right values listed, right values), a value being listed when its
+    confidence is under the stage's floor."""
+    from tunesmith.dataset.fields import CONFIDENCE_FLOOR  # the labels' own floor
+
+    chosen = [r for r in results if r.song.half == half]
+    rates = {}
+    for name, right, confidence in (
+        ("tempo", "tempo_right", "tempo_confidence"),
+        ("key", "key_right", "key_confidence"),
+        ("time signature", "timesignature_right", "timesignature_confidence"),
+    ):
+        pairs = [(getattr(r, right), getattr(r.estimate, confidence) or 0.0) for r in chosen]
+        listed = [(ok, c < CONFIDENCE_FLOOR) for ok, c in pairs]
+        rates[name] = (
+            sum(flag for ok, flag in listed if not ok),
+            sum(not ok for ok, _ in listed),
+            sum(flag for ok, flag in listed if ok),
+            sum(ok for ok, _ in listed),
+        )
+    rates["tempo and key"] = _sum(rates["tempo"], rates["key"])
+    rates["all"] = _sum(rates["tempo and key"], rates["time signature"])
+    return rates
+
+
+def _sum(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, int, int, int]:
+    return tuple(x + y for x, y in zip(a, b, strict=True))  # type: ignore[return-value]
+
+
+def review_line(results: list[Result], half: str) -> str:
+    return "; ".join(
+        f"{name}: catches {caught}/{wrong} wrong, lists {listed}/{right} right"
+        for name, (caught, wrong, listed, right) in review_rates(results, half).items()
+    )
+
+
 def plain_essentia(path: str) -> Estimate:
     """The baseline: Essentia with default settings, no time signature."""
     import essentia.standard as es
@@ -282,10 +330,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=0, help="processes, 0: one a core")
     parser.add_argument("--folder", type=Path, default=None, help="the corpus cache folder")
     parser.add_argument("--songs", action="store_true", help="print every song's row too")
-    parser.add_argument("--dev-extra", action="store_true", help="the DEV_EXTRA songs instead")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--dev-extra", action="store_true", help="the DEV_EXTRA songs instead")
+    which.add_argument("--corpus96", choices=("dev", "test", "all"), help="corpus96's songs")
     args = parser.parse_args(argv)
     specs = args.estimators or [f"{MODULE}:plain_essentia", f"{MODULE}:tunesmith_labels"]
     songs = DEV_EXTRA if args.dev_extra else SONGS
+    if args.corpus96:
+        from tests.analysis.corpus96 import SONGS96
+
+        songs = tuple(s for s in SONGS96 if args.corpus96 in ("all", s.half))
     results = {
         spec.rpartition(":")[2]: measure(load(spec), args.folder, args.workers, songs)
         for spec in specs

@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from tests.analysis.corpus60 import SONGS, make_corpus
+from tests.analysis.corpus60 import DEFAULT_CACHE, SONGS, make_corpus
 from tunesmith.analysis import meter
 from tunesmith.analysis.chroma import FPS, Chroma
 from tunesmith.analysis.tempo import Track, decide, estimate_tempo
@@ -124,7 +124,7 @@ def _mono(song) -> np.ndarray:
     essentia.log.infoActive = False
     import essentia.standard as es
 
-    folder = make_corpus()
+    folder = make_corpus(DEFAULT_CACHE, songs=(song,))
     return es.MonoLoader(filename=str(folder / song.filename), sampleRate=44100)()
 
 

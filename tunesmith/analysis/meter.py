@@ -96,17 +96,17 @@ FACTORS: dict[str, tuple[Fraction, ...]] = {
 FEATURES = ("harmony", "division", "beat_full", "beat_low")
 # Fitted by tests/analysis/fit_analysis.py (module docstring); the prior is relative to the
 # tracker's own level (factor 1).
-WEIGHTS = {"harmony": 13.430, "division": 2.619, "beat_full": 4.306, "beat_low": 4.164}
+WEIGHTS = {"harmony": 11.259, "division": 2.529, "beat_full": 6.291, "beat_low": 1.130}
 TRACKER_PRIOR: dict[Fraction, float] = {
-    F(1, 3): -1.807,
-    F(1, 2): -3.307,
-    F(2, 3): 0.110,
+    F(1, 3): -1.893,
+    F(1, 2): -3.163,
+    F(2, 3): 0.323,
     F(1): 0.0,
-    F(3, 2): -2.174,
-    F(2): 1.718,
+    F(3, 2): -1.701,
+    F(2): 2.659,
 }
-METRE_PRIOR = {"4/4": 0.0, "3/4": -0.135, "6/8": -1.049, "12/8": -1.107}
-REVIEW_PROBABILITY = 0.9  # a time signature less probable than this is listed for review
+METRE_PRIOR = {"4/4": 0.0, "3/4": -0.328, "6/8": -0.838, "12/8": -1.158}
+REVIEW_PROBABILITY = 0.85  # a time signature less probable than this is listed for review
 
 
 @dataclass(frozen=True)
