@@ -58,6 +58,7 @@ MuseScore's. The MIDI is written by the Standard MIDI File writer of corpus.py.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
@@ -593,6 +594,17 @@ def make_corpus(
     version = subprocess.run(
         [fluidsynth, "--version"], capture_output=True, text=True, check=True
     ).stdout.splitlines()[0]
+    folder.mkdir(parents=True, exist_ok=True)
+    # one call at a time a folder: test processes render into the same cache
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _render_missing(folder, songs, fonts, version, fluidsynth, workers)
+    return folder
+
+
+def _render_missing(
+    folder: Path, songs: tuple[Song, ...], fonts: dict, version: str, fluidsynth: str, workers: int
+) -> None:
     old = {
         entry["name"]: entry for entry in (_read_json(folder / "truth.json") or {}).get("songs", [])
     }
@@ -605,7 +617,6 @@ def make_corpus(
         entries.append(entry)
         if old.get(song.name, {}).get("stamp") != stamp or not (folder / song.filename).is_file():
             todo.append((song, midi, fonts[font]))
-    folder.mkdir(parents=True, exist_ok=True)
     if todo:
         with ThreadPoolExecutor(max_workers=pool_size(workers)) as pool:
             list(pool.map(lambda job: _render(*job, folder, fluidsynth), todo))
@@ -615,9 +626,10 @@ def make_corpus(
         if name not in asked and (folder / entry["filename"]).is_file()
     ]  # fmt: skip
     document = {"version": CORPUS_VERSION, "songs": entries}
-    if _read_json(folder / "truth.json") != document:
-        (folder / "truth.json").write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    return folder
+    if _read_json(folder / "truth.json") != document:  # whole or not at all, for its readers
+        partial = folder / ".truth.json.part"
+        partial.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        partial.replace(folder / "truth.json")
 
 
 def truth(song: Song) -> dict:

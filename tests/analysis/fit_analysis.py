@@ -8,19 +8,24 @@ likelihood of the right answer (a conditional logit: a softmax over each song's 
 a little L2 shrinkage, Newton steps with backtracking), then prints them as the modules
 should hold them. The songs:
 
-- the "dev" half of tests/analysis/corpus60.py (32),
-- its DEV_EXTRA songs (192 more of the same generator with other seeds), and
+- the "dev" half of tests/analysis/corpus60.py (32, source "corpus60") and its former test
+  half (32, "corpus60_test": scored once, development data since the second corpus),
+- corpus60's DEV_EXTRA songs (192 more of the same generator with other seeds),
+- the "dev" half of tests/analysis/corpus96.py (48, 18 other arrangements), and
 - the "tuning" half of tests/analysis/corpus.py (11, another generator, all 4/4).
 
-Never the test halves. It also reports, from 4-fold cross-validation over these songs
-(each fold fitted on the other three), how often each choice is right and, at candidate
-review probabilities, how many wrong and right values would be listed for review; a field's
-REVIEW_PROBABILITY is set from that table (the rule is printed with it).
+Never corpus96's test half. It also reports, from 4-fold cross-validation over these songs
+(each fold fitted on the other three), how often each choice is right (per source and in
+all) and, at candidate review probabilities, how many wrong and right values would be
+listed for review; a field's REVIEW_PROBABILITY is set from that table (the rule is printed
+with it).
 
 Run from the repository root (renders what is missing, then caches the measured values in
 data/cache/fit_analysis/):
 
-    .venv/bin/python -m tests.analysis.fit_analysis [--workers N]
+    .venv/bin/python -m tests.analysis.fit_analysis [--workers N] [--drop FEATURE ...]
+
+`--drop` leaves analysis.meter features out of the fit, to see what each is worth.
 """
 
 from __future__ import annotations

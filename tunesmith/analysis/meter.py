@@ -36,10 +36,11 @@ its pulse is the beat, its eighths, its half notes, ...; it also absorbs what th
 values lean towards at each level), one over metres (METRE_PRIOR: 4/4 is the most common,
 and a song too short or too plain to say otherwise is read in 4/4). Neither is a prior over
 BPM. The weights and the priors were fitted (maximum likelihood of the right hypothesis, a
-conditional logit, 14 numbers) by tests/analysis/fit_analysis.py on development songs only:
-the "dev" half of tests/analysis/corpus60.py, its "dev_extra" songs (192 more of the same
-generator, other seeds) and the "tuning" half of tests/analysis/corpus.py, 235 songs; the
-test halves were scored once afterwards.
+conditional logit, 14 numbers) by tests/analysis/fit_analysis.py on development songs only,
+315 of them: both halves of tests/analysis/corpus60.py (its test half was scored once, then
+became development data), its "dev_extra" songs (192 more of the same generator), the "dev"
+half of tests/analysis/corpus96.py (other arrangements, chords held one or two bars) and the
+"tuning" half of tests/analysis/corpus.py; corpus96's test half was scored once afterwards.
 
 The time signature's probability is the sum over the hypotheses that give it, the tempo's
 the sum over those within 4% of it (analysis.tempo). A confidence is that probability
