@@ -2,28 +2,23 @@
 
 The corpus (tests/analysis/corpus60.py) is checked on what it says of itself (metres, keys,
 tempi, arrangements, formats, soundfonts, the split) and on the MIDI it renders (the tempo,
-time signature and notes the truth claims). The measurement (tests/analysis/measure.py)
-prints the table of plain Essentia and of the analysis the labels stage writes (bpm, key and
-time signature) on the half that was this corpus's test half, and how well the review list
-(values under the stage's confidence floor) catches the wrong ones. That half was scored
-once, with the analysis fitted on development songs only; it has been development data since
-the second corpus (tests/analysis/corpus96.py, whose test half is now the one scored), and
-its figures here are a floor a change must not fall under.
+time signature and notes the truth claims). Its test half was scored once, with the analysis
+fitted on development songs only, and has been development data since the second corpus
+(tests/analysis/corpus96.py), whose test half tests/analysis/test_corpus96.py scores now:
+the figures of both halves here come from tests/analysis/fit_analysis.py and
+tests/analysis/measure.py (docs/conventions/labels.md).
 """
 
 from __future__ import annotations
 
-import json
 import struct
 from collections import Counter
 
 import numpy as np
 import pytest
-import soundfile as sf
 
 from tests.analysis import fit_analysis, measure
 from tests.analysis.corpus60 import (
-    DEFAULT_CACHE,
     DEV_EXTRA,
     EXTRA_COUNT,
     FONTS,
@@ -31,11 +26,9 @@ from tests.analysis.corpus60 import (
     PITCH,
     SCALES,
     SONGS,
-    available_fonts,
     bar_seconds,
     bars,
     extra_songs,
-    make_corpus,
     song_midi,
     split,
 )
@@ -149,82 +142,6 @@ def _read_midi(data: bytes) -> tuple[int, tuple[int, int], list[tuple[int, int, 
                 notes.append((status & 0x0F, track[i + 1], tick))
             i += 3
     return tempo, signature, notes
-
-
-FORMER_TEST = tuple(s for s in SONGS if s.half == "test")
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    """The former test half, rendered (the dev half is measured by fit_analysis)."""
-    return make_corpus(DEFAULT_CACHE, songs=FORMER_TEST)
-
-
-@pytest.mark.slow
-def test_the_corpus_renders_with_every_installed_soundfont(corpus) -> None:
-    truth = json.loads((corpus / "truth.json").read_text(encoding="utf-8"))["songs"]
-    entries = {t["name"]: t for t in truth}  # other tests render other songs there too
-    installed = available_fonts()
-    assert {entries[s.name]["font"] for s in FORMER_TEST} == set(installed)
-    for song in FORMER_TEST:
-        entry = entries[song.name]
-        assert entry["font"] == (song.font if song.font in installed else next(iter(installed)))
-        assert (entry["bpm"], entry["keyscale"], entry["timesignature"], entry["half"]) == (
-            song.bpm, song.keyscale, song.timesignature, song.half,
-        )  # fmt: skip
-        info = sf.info(corpus / song.filename)
-        assert info.samplerate == 44100 and info.channels == 2
-        assert {"wav": "WAV", "flac": "FLAC", "mp3": "MP3", "ogg": "OGG"}[song.fmt] == info.format
-        if song.excerpt:  # cut at its last bar line (MP3 pads a little)
-            assert info.duration == pytest.approx(bars(song) * bar_seconds(song), abs=0.1)
-        assert 12 < info.duration < 40, (song.name, info.duration)
-
-
-@pytest.fixture(scope="module")
-def results(corpus) -> dict[str, list[measure.Result]]:
-    found = {
-        "plain Essentia": measure.measure(measure.plain_essentia, songs=FORMER_TEST, workers=0),
-        "tunesmith": measure.measure(measure.tunesmith_labels, songs=FORMER_TEST, workers=0),
-    }
-    print("\n" + measure.table(measure.scores(found)))
-    print("review list, former test half: " + measure.review_line(found["tunesmith"], "test"))
-    return found
-
-
-@pytest.mark.slow
-def test_the_harness_scores_both_estimators(results) -> None:
-    rows = {(row.estimator, row.half): row for row in measure.scores(results)}
-    for estimator in results:
-        row = rows[estimator, "test"]
-        assert row.songs == len(FORMER_TEST)
-        assert row.tempo <= row.tempo_any_level  # one level is among the five
-        assert 0 < row.seconds < 30
-    # plain Essentia: most tempi at some metrical level, far from all at the beat's, most
-    # keys; no time signature, so none right
-    plain = rows["plain Essentia", "test"]
-    assert 0.3 <= plain.tempo / plain.songs <= 0.9
-    assert plain.tempo_any_level / plain.songs >= 0.7
-    assert plain.key / plain.songs >= 0.6
-    assert plain.timesignature == 0
-
-
-@pytest.mark.slow
-def test_the_analysis_on_the_former_test_half(results) -> None:
-    """The floor a change must not fall under on the former test half (docs/conventions/
-    labels.md): since the second corpus (tests/analysis/corpus96.py) it is development data,
-    and these are its figures with the analysis fitted on it."""
-    rows = {(row.estimator, row.half): row for row in measure.scores(results)}
-    ours, plain = rows["tunesmith", "test"], rows["plain Essentia", "test"]
-    assert ours.tempo >= FORMER_TEST_HALF["tempo"] and ours.tempo >= plain.tempo
-    assert ours.key >= FORMER_TEST_HALF["key"] and ours.key >= plain.key
-    assert ours.timesignature >= FORMER_TEST_HALF["timesignature"]
-    assert ours.seconds <= 2.0 * plain.seconds, (ours.seconds, plain.seconds)
-
-
-# First scored once, fitted on development songs only: tempo 30/32 (plain Essentia 16), key
-# 30/32 (plain 26), time signature 28/32. Fitted on it since: tempo 30, key 31, time
-# signature 28.
-FORMER_TEST_HALF = {"tempo": 30, "key": 31, "timesignature": 28}
 
 
 def test_the_extra_development_songs_are_apart_from_the_corpus() -> None:

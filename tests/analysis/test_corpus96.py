@@ -10,6 +10,7 @@ and KeyExtractor at their defaults) is measured in the same run.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -64,12 +65,34 @@ def test_the_midi_says_what_the_truth_says(song) -> None:
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[str, list[measure.Result]]:
-    folder = make_corpus96(half="test")
+def corpus():
+    return make_corpus96(half="test")
+
+
+@pytest.mark.slow
+def test_the_test_half_renders_with_every_installed_soundfont(corpus) -> None:
+    assert corpus == CACHE
+    truth = json.loads((corpus / "truth.json").read_text(encoding="utf-8"))["songs"]
+    entries = {t["name"]: t for t in truth}
+    installed = corpus60.available_fonts()
+    assert {entries[s.name]["font"] for s in TEST} == set(installed)
     for song in TEST:
-        info = sf.info(folder / song.filename)
-        assert info.samplerate == 44100 and info.channels == 2, song.name
-    assert folder == CACHE
+        entry = entries[song.name]
+        assert entry["font"] == corpus60.font_for(song, installed)
+        assert (entry["bpm"], entry["keyscale"], entry["timesignature"], entry["half"]) == (
+            song.bpm, song.keyscale, song.timesignature, "test",
+        )  # fmt: skip
+        info = sf.info(corpus / song.filename)
+        assert info.samplerate == 44100 and info.channels == 2
+        assert {"wav": "WAV", "flac": "FLAC", "mp3": "MP3", "ogg": "OGG"}[song.fmt] == info.format
+        length = corpus60.bars(song) * corpus60.bar_seconds(song)
+        if song.excerpt:  # cut at its last bar line (MP3 pads a little)
+            assert info.duration == pytest.approx(length, abs=0.1), song.name
+        assert 12 < info.duration < 50, (song.name, info.duration)  # 8 slow 12/8 bars: 48 s
+
+
+@pytest.fixture(scope="module")
+def results(corpus) -> dict[str, list[measure.Result]]:
     found = {
         "plain Essentia": measure.measure(measure.plain_essentia, songs=TEST, workers=0),
         "tunesmith": measure.measure(measure.tunesmith_labels, songs=TEST, workers=0),
