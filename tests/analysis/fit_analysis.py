@@ -66,7 +66,7 @@ class DevSong:
 def dev_songs() -> list[DevSong]:
     """The development songs of the module docstring, rendering them where missing."""
     songs = []
-    folder = corpus60.make_corpus()
+    folder = first = corpus60.make_corpus()
     songs += [
         DevSong("corpus60", s.name, str(folder / s.filename), s.bpm, s.metre, s.tonic, s.scale)
         for s in corpus60.SONGS
@@ -77,9 +77,8 @@ def dev_songs() -> list[DevSong]:
         DevSong("dev_extra", s.name, str(folder / s.filename), s.bpm, s.metre, s.tonic, s.scale)
         for s in corpus60.DEV_EXTRA
     ]
-    folder = corpus60.make_corpus()
     songs += [
-        DevSong("corpus60_test", s.name, str(folder / s.filename), s.bpm, s.metre, s.tonic, s.scale)
+        DevSong("corpus60_test", s.name, str(first / s.filename), s.bpm, s.metre, s.tonic, s.scale)
         for s in corpus60.SONGS
         if s.half == "test"
     ]

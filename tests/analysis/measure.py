@@ -43,7 +43,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from tests.analysis.corpus60 import DEV_EXTRA, SAMPLE_RATE, SONGS, Song, make_corpus
+from tests.analysis.corpus60 import (
+    DEFAULT_CACHE,
+    DEV_EXTRA,
+    EXTRA_CACHE,
+    SAMPLE_RATE,
+    SONGS,
+    Song,
+    make_corpus,
+)
 from tunesmith.dataset.workers import run_all
 
 MODULE = "tests.analysis.measure"
@@ -159,10 +167,8 @@ def render(songs: Sequence[Song], folder: Path | None = None) -> Path:
     """Render `songs` where missing into their corpus's folder (or `folder`); return it."""
     from tests.analysis.corpus96 import CACHE, SONGS96
 
-    for corpus, default in ((SONGS, None), (DEV_EXTRA, None), (SONGS96, CACHE)):
+    for corpus, default in ((SONGS, DEFAULT_CACHE), (DEV_EXTRA, EXTRA_CACHE), (SONGS96, CACHE)):
         if all(song in corpus for song in songs):
-            if default is None:
-                return make_corpus(folder, extra=corpus is DEV_EXTRA)
             return make_corpus(folder or default, songs=tuple(songs))
     raise ValueError("measure songs of one corpus at a time: SONGS, DEV_EXTRA or SONGS96")
 
