@@ -353,13 +353,18 @@ STYLES: dict[str, Style] = {
 
 
 def style_of(name: str) -> Style:
-    """A style of STYLES, or of the second corpus's (tests/analysis/corpus96.py, which builds
-    on this module and so is imported only when one of its songs is asked about)."""
+    """A style of STYLES, or of the second or third corpus's (tests/analysis/corpus96.py and
+    corpus48.py, which build on this module and so are imported only when one of their
+    songs is asked about)."""
     if name in STYLES:
         return STYLES[name]
     from tests.analysis.corpus96 import STYLES96
 
-    return STYLES96[name]
+    if name in STYLES96:
+        return STYLES96[name]
+    from tests.analysis.corpus48 import STYLES48
+
+    return STYLES48[name]
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,12 @@ analysis `dataset.analyse.analyse_file` runs), each with its confidence.
 Run it from the repository root:
 
     .venv/bin/python -m tests.analysis.measure [module:function ...] [--workers N] [--songs]
-        [--dev-extra | --corpus96 dev|test|all]
+        [--dev-extra | --corpus96 dev|test|all | --corpus48]
 
 With no estimator named it scores both of the above; `--songs` also prints every song's row;
 `--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
-`--corpus96 dev|test|all` the second corpus's (tests/analysis/corpus96.py).
+`--corpus96 dev|test|all` the second corpus's (tests/analysis/corpus96.py), `--corpus48`
+the held-out third corpus (tests/analysis/corpus48.py, all "held_out").
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from tests.analysis.corpus60 import (
 from tunesmith.dataset.workers import run_all
 
 MODULE = "tests.analysis.measure"
-HALVES = ("dev", "test")
+HALVES = ("dev", "test", "held_out")
 TEMPO_TOLERANCE = 0.04  # MIREX
 TEMPO_LEVELS = (1.0, 2.0, 0.5, 3.0, 1.0 / 3.0)  # MIREX's accuracy 2
 _SPELLING = {"Db": "C#", "D#": "Eb", "Gb": "F#", "G#": "Ab", "A#": "Bb", "Cb": "B", "E#": "F",
@@ -149,7 +150,7 @@ def measure(
 ) -> list[Result]:
     """Run `estimator` on every song (rendering the corpus first where needed), in order.
 
-    `songs`: some of one corpus: SONGS, DEV_EXTRA or corpus96's SONGS96, each rendered into
+    `songs`: some of one corpus: SONGS, DEV_EXTRA, SONGS96 or SONGS48, each rendered into
     its own folder. `workers`: processes, as `tunesmith.dataset.workers.run_all` (0: one a
     core); the seconds are CPU seconds of each call in its own process, so they do not
     depend on it.
@@ -165,12 +166,17 @@ def measure(
 
 def render(songs: Sequence[Song], folder: Path | None = None) -> Path:
     """Render `songs` where missing into their corpus's folder (or `folder`); return it."""
-    from tests.analysis.corpus96 import CACHE, SONGS96
+    from tests.analysis import corpus48, corpus96
 
-    for corpus, default in ((SONGS, DEFAULT_CACHE), (DEV_EXTRA, EXTRA_CACHE), (SONGS96, CACHE)):
+    for corpus, default in (
+        (SONGS, DEFAULT_CACHE),
+        (DEV_EXTRA, EXTRA_CACHE),
+        (corpus96.SONGS96, corpus96.CACHE),
+        (corpus48.SONGS48, corpus48.CACHE),
+    ):
         if all(song in corpus for song in songs):
             return make_corpus(folder or default, songs=tuple(songs))
-    raise ValueError("measure songs of one corpus at a time: SONGS, DEV_EXTRA or SONGS96")
+    raise ValueError("measure songs of one corpus at a time: SONGS, DEV_EXTRA, SONGS96 or SONGS48")
 
 
 def _timed(task: tuple[Estimator, str]) -> tuple[Estimate, float]:
@@ -187,7 +193,7 @@ def _timed(task: tuple[Estimator, str]) -> tuple[Estimate, float]:
 
 
 def score(results: Sequence[Result], half: str = "all", estimator: str = "") -> Score:
-    """Right answers among `results` on the songs of `half` ("dev", "test" or "all")."""
+    """Right answers among `results` on the songs of `half` (one of HALVES, or "all")."""
     chosen = [r for r in results if half == "all" or r.song.half == half]
     return Score(
         estimator=estimator,
@@ -214,7 +220,7 @@ def scores(results: dict[str, Sequence[Result]]) -> list[Score]:
 def table(rows: Sequence[Score]) -> str:
     """The scores as a text table: counts and percentages, CPU seconds a song."""
     head = (
-        f"{'estimator':18} {'half':5} {'songs':>5}  {'tempo':>11}  {'tempo, any':>11}  "
+        f"{'estimator':18} {'half':8} {'songs':>5}  {'tempo':>11}  {'tempo, any':>11}  "
         f"{'key':>11}  {'time sig.':>11}  {'s/song':>6}"
     )
     lines = [head, "-" * len(head)]
@@ -224,7 +230,7 @@ def table(rows: Sequence[Score]) -> str:
             for count in (row.tempo, row.tempo_any_level, row.key, row.timesignature)
         ]
         lines.append(
-            f"{row.estimator:18} {row.half:5} {row.songs:5d}  "
+            f"{row.estimator:18} {row.half:8} {row.songs:5d}  "
             + "  ".join(cells)
             + f"  {row.seconds:6.2f}"
         )
@@ -250,7 +256,7 @@ def song_table(results: dict[str, Sequence[Result]]) -> str:
                 f"{e.timesignature or '-':>4}{' ' if r.timesignature_right else '*'}"
             )
         lines.append(
-            f"{song.name:15} {song.half:4} {song.metre:5} {song.style:13} {song.bpm:4d} "
+            f"{song.name:15} {song.half[:4]:4} {song.metre:5} {song.style:13} {song.bpm:4d} "
             f"{song.keyscale:9} " + " ".join(f"{c:>24}" for c in cells)
         )
     return "\n".join(lines)
@@ -339,6 +345,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--dev-extra", action="store_true", help="the DEV_EXTRA songs instead")
     which.add_argument("--corpus96", choices=("dev", "test", "all"), help="corpus96's songs")
+    which.add_argument("--corpus48", action="store_true", help="the held-out third corpus")
     args = parser.parse_args(argv)
     specs = args.estimators or [f"{MODULE}:plain_essentia", f"{MODULE}:tunesmith_labels"]
     songs = DEV_EXTRA if args.dev_extra else SONGS
@@ -346,6 +353,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         from tests.analysis.corpus96 import SONGS96
 
         songs = tuple(s for s in SONGS96 if args.corpus96 in ("all", s.half))
+    if args.corpus48:
+        from tests.analysis.corpus48 import SONGS48
+
+        songs = SONGS48
     results = {
         spec.rpartition(":")[2]: measure(load(spec), args.folder, args.workers, songs)
         for spec in specs

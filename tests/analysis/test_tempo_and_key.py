@@ -13,7 +13,7 @@ from tunesmith.analysis.tempo import ALTERNATIVE, REVIEW_PROBABILITY, Track, dec
 
 
 def _hypothesis(metre: str, factor: Fraction, tracker: float, harmony: float):
-    evidence = {"harmony": harmony, "division": 0.0, "beat_full": 0.0, "beat_low": 0.0}
+    evidence = {k: 0.0 for k in meter.FEATURES} | {"harmony": harmony}
     return meter.Hypothesis(metre, factor, float(factor) * tracker, evidence)
 
 

@@ -77,14 +77,14 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 6.567,
-    "extractor": 1.247,
-    "start_end": 1.358,
-    "start_end_bass": 1.716,
-    "tonic_chord": 4.791,
-    "diatonic_chords": 11.608,
+    "profile": 6.084,
+    "extractor": 1.321,
+    "start_end": 1.330,
+    "start_end_bass": 1.589,
+    "tonic_chord": 5.436,
+    "diatonic_chords": 12.397,
 }
-REVIEW_PROBABILITY = 0.85  # a key less probable than this is listed for review
+REVIEW_PROBABILITY = 0.75  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
 
 
