@@ -11,8 +11,8 @@ the machine runs:
   loudness, chromagram, tempo with its level and metre chosen, key), `measure.tunesmith_labels`.
 
 By default the corpus's 32 development songs; `--all` times all 64, `--dev-extra` the 192
-DEV_EXTRA songs. Only times are printed (no scores: the held-out half is scored by
-tests/analysis/test_corpus96.py).
+DEV_EXTRA songs. Only times are printed (no scores: the held-out corpus is scored by
+tests/analysis/test_corpus48.py).
 
     .venv/bin/python bench/labels.py [--all | --dev-extra] [--workers N]
 """
