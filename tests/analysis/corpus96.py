@@ -23,7 +23,8 @@ ACE-Step's time signature), and the songs are written and rendered by corpus60's
 
 The split is corpus60's rule (by metre, drums, SHA-256 of the name, dealt out alternately)
 into "dev" (48: joins the development songs the analysis is fitted on) and "test" (48:
-scored once, when everything is set; tests/analysis/test_corpus96.py asserts its figures).
+scored once, when everything was set; development data since the third corpus,
+tests/analysis/corpus48.py, was drawn to be held out in its place).
 Cached in data/cache/corpus96 (git-ignored), rendered where missing.
 """
 
