@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -52,6 +52,10 @@ L2 = 0.1
 FOLDS = 4
 TEMPO_TOLERANCE = 0.04
 SOURCES = ("corpus60", "corpus60_test", "corpus96", "corpus96_test", "dev_extra", "corpus22")
+# The level and metre are also fitted on an excerpt of each song this long (seconds, from a
+# third of the way in): a short clip cannot measure the longer lags of its slower readings,
+# and the weights must know what that looks like.
+EXCERPTS = (4.0, 8.0)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,12 @@ class DevSong:
     metre: str
     tonic: str
     scale: str
+    seconds: float = 0.0  # an excerpt this long (EXCERPTS), 0: the whole song
+
+
+def excerpts(songs: list[DevSong]) -> list[DevSong]:
+    """Every song of `songs` cut to each length of EXCERPTS, length by length."""
+    return [replace(song, seconds=length) for length in EXCERPTS for song in songs]
 
 
 def dev_songs() -> list[DevSong]:
@@ -110,7 +120,8 @@ def dev_songs() -> list[DevSong]:
 
 def measure(song: DevSong) -> dict[str, np.ndarray]:
     """What the two choices are made from, as analyze_audio computes it (cached)."""
-    cached = CACHE / CACHE_VERSION / song.source / f"{song.name}.npz"
+    cut = f"@{song.seconds:g}s" if song.seconds else ""
+    cached = CACHE / CACHE_VERSION / song.source / f"{song.name}{cut}.npz"
     if cached.is_file():
         with np.load(cached, allow_pickle=False) as stored:
             return dict(stored)
@@ -123,6 +134,9 @@ def measure(song: DevSong) -> dict[str, np.ndarray]:
 
     samples, rate, _ = audio._decode(Path(song.path))
     mono = audio.analysis_mono(samples.mean(axis=1).astype(np.float32), rate)
+    if song.seconds:
+        start = len(mono) // 3
+        mono = mono[start : start + int(song.seconds * audio.ANALYSIS_SAMPLE_RATE)]
     found = chroma.chroma(mono)
     tracked = tempo.track(mono)
     full, low = (meter.autocorrelation(c) for c in meter.onset_strength(mono))
@@ -293,6 +307,8 @@ def main(argv=None) -> None:
     from tunesmith.analysis import key, meter
 
     songs = dev_songs()
+    whole = len(songs)
+    songs += excerpts(songs)  # after the whole songs: index i is an excerpt of song i % whole
     measured = run_all(_measure_task, songs, args.workers)
     factors, metres = _priors()
     width = len(meter.FEATURES) + len(factors) + len(metres)
@@ -313,20 +329,29 @@ def main(argv=None) -> None:
     prior = {Fraction(1): 0.0} | dict(zip(factors, w[n : n + len(factors)], strict=True))
     metre_prior = {"4/4": 0.0} | dict(zip(metres, w[n + len(factors) :], strict=True))
 
-    # out-of-fold: tempo, time signature and (with the fold's tempo) key
+    # out-of-fold: tempo, time signature and (with the fold's tempo) key; a song's excerpts
+    # are in its fold. The figures and the review levels are the whole songs'.
     tempo_pairs, metre_pairs, key_pairs, sources = [], [], [], []
-    folds = [[i for i in range(len(songs)) if i % FOLDS == k] for k in range(FOLDS)]
+    cut_pairs: dict[float, list[bool]] = {length: [] for length in EXCERPTS}
+    folds = [{i for i in range(len(songs)) if i % whole % FOLDS == k} for k in range(FOLDS)]
     fold_tempo_w = {}
     for k, held in enumerate(folds):
         train = [tempo_problem[i] for i in range(len(songs)) if i not in held]
         fold_tempo_w[k] = fit(train, len(w))
-        for i in held:
+        for i in sorted(held):
             if not tempo_found[i]:
+                if songs[i].seconds:
+                    cut_pairs[songs[i].seconds].append(False)
                 continue
             p = _softmax(tempo_problem[i][0] @ fold_tempo_w[k])
+            if songs[i].seconds:
+                cut_pairs[songs[i].seconds].append(_tempo_pair(tempo_found[i], p, songs[i])[0])
+                continue
             sources.append(songs[i].source)
             tempo_pairs.append(_tempo_pair(tempo_found[i], p, songs[i]))
             metre_pairs.append(_metre_pair(tempo_found[i], p, songs[i]))
+    songs, measured, folds = songs[:whole], measured[:whole], [sorted(f) for f in folds]
+    folds = [[i for i in f if i < whole] for f in folds]
 
     def bars(weights: np.ndarray) -> list[float]:
         out = []
@@ -356,7 +381,7 @@ def main(argv=None) -> None:
             key_pairs.append((bool(key_right[i][int(np.argmax(p))]), float(p.max())))
 
     print(
-        f"{len(songs)} development songs: "
+        f"{len(songs)} development songs (and {len(EXCERPTS)} excerpts of each): "
         + ", ".join(f"{sum(s.source == src for s in songs)} {src}" for src in SOURCES)
     )
     print("\nanalysis.meter")
@@ -380,6 +405,8 @@ def main(argv=None) -> None:
             f"  {source}: tempo {sum(tempo_pairs[i][0] for i in chosen)}/{len(chosen)}, "
             f"time signature {sum(metre_pairs[i][0] for i in chosen)}/{len(chosen)}"
         )
+    for length, right in cut_pairs.items():
+        print(f"  {length:g} s excerpts: tempo {sum(right)}/{len(right)}")
     print(review_table(tempo_pairs, "tempo"))
     print(review_table(metre_pairs, "time signature"))
     print(review_table(key_pairs, "key"))

@@ -93,10 +93,37 @@ def test_a_chord_every_eight_tracker_pulses_halves_the_tempo() -> None:
     assert tempo.bpm == pytest.approx(70.0) and tempo.factor == 0.5
     assert tempo.metre["metre"] == "4/4" and tempo.metre["timesignature"] == "4"
     assert 0 < tempo.confidence <= 1 and tempo.tracker_bpm == 140.0
-    # the same changes every three pulses: three beats a bar at the tracker's tempo
+    # the same changes every three pulses: a bar of three pulses (3/4 at the tracker's tempo,
+    # or 6/8 at two thirds of it: with no onsets to say how the beat divides, either)
     chroma = _chords_every(ticks, 3)
     tempo = decide(Track(140.0, ticks, 3.0), meter.hypotheses(140.0, ticks, zero, zero, chroma))
-    assert tempo.metre["timesignature"] == "3" and tempo.bpm == pytest.approx(140.0)
+    bar = meter.METRES[tempo.metre["metre"]].beats * 60.0 / tempo.bpm
+    assert bar == pytest.approx(3 * 60.0 / 140.0)
+    assert tempo.metre["timesignature"] in ("3", "6")
+
+
+def test_a_short_clip_weighs_the_harmony_of_the_bars_it_holds_twice() -> None:
+    # ten seconds at 120 (20 pulses): it holds two 4/4 bars at half the tracker's tempo (8
+    # pulses each), but not two 12/8 bars at a third of it (12 pulses each)
+    ticks = np.arange(20) * 0.5
+    zero = np.zeros(2000)
+    found = {(h.metre, h.factor): h for h in meter.hypotheses(
+        120.0, ticks, zero, zero, _chords_every(ticks, 4)
+    )}  # fmt: skip
+    held, long = found["4/4", Fraction(1)], found["12/8", Fraction(1, 3)]
+    assert held.evidence["harmony_part"] > 0.5 and held.evidence["long_bar"] == 0.0
+    assert found["4/4", Fraction(1, 2)].evidence["long_bar"] == 0.0
+    assert long.evidence["harmony_part"] == 0.0 and long.evidence["long_bar"] == 1.0
+    assert {h.evidence["harmony"] for h in found.values()} == {0.0}  # only for whole songs
+    # a song that holds two bars of every reading weighs `harmony`, and nothing is long
+    ticks = np.arange(64) * 0.5
+    whole = meter.hypotheses(120.0, ticks, zero, zero, _chords_every(ticks, 4))
+    assert {h.evidence["long_bar"] for h in whole} == {h.evidence["harmony_part"] for h in whole}
+    assert {h.evidence["long_bar"] for h in whole} == {0.0}
+    # onset values a reading cannot measure (a lag beyond half the clip) count for none
+    short = np.ones(200)  # 1.2 s of onset frames: lags past 0.6 s are not measured
+    found = meter.hypotheses(120.0, ticks, short, short, _chords_every(ticks, 4))
+    assert {h.evidence["full_4"] for h in found} == {0.0} == {h.evidence["low_2"] for h in found}
 
 
 def test_every_hypothesis_has_a_prior_and_a_whole_number_of_half_pulses_a_bar() -> None:

@@ -21,8 +21,10 @@ the tempo it would give (a 60 and a 120 BPM song are equally likely a priori):
   plus low register) on a grid of half pulses is correlated with a comb of the hypothesis's
   bar length (beats a bar / factor pulses), at the comb's best phase. A hypothesis a level
   too fast puts its bar lines on half the changes; one a level too slow misses every other
-  one. A song too short to hold two bars of the longest bar weighed has no harmony evidence
-  for any hypothesis (the comb would favour the short bars it can still count).
+  one. The comb needs two of the bar's lengths: in a clip too short to hold two bars of
+  every hypothesis, the bars it does hold give `harmony_part` instead (its own weight: the
+  comb then favours the short bars it can count) and the others get `long_bar` = 1; a clip
+  that holds no hypothesis's two bars has no harmony evidence at all.
 - `division`: the beat divides in two (simple metre) or three (compound). From the
   autocorrelation F of the full-band onset strength at the hypothesis's beat b:
   min(F(b/3), F(2b/3)) - F(b/2), positive when thirds of the beat recur more than halves;
@@ -37,6 +39,10 @@ the tempo it would give (a 60 and a 120 BPM song are equally likely a priori):
   harmony's bar at the double). On the development songs these lags changed few choices
   but made the probabilities sharper: the review list flags fewer right values (below).
 
+A value that some hypothesis cannot measure (a lag longer than half the clip: the slow
+readings of a short clip) is left out for every hypothesis of that clip, so that a missing
+value never counts as a low one.
+
 Their weighted sum, plus two log-priors, is each hypothesis's log-odds, and the softmax
 gives probabilities. The priors: one over the tracker's own error (TRACKER_PRIOR: how often
 its pulse is the beat, its eighths, its half notes, ...; it also absorbs what the measured
@@ -47,8 +53,9 @@ conditional logit, 28 numbers) by tests/analysis/fit_analysis.py on development 
 363 of them: both halves of tests/analysis/corpus60.py and of tests/analysis/corpus96.py
 (other arrangements, chords held one or two bars; each test half was scored once, then
 became development data), corpus60's "dev_extra" songs (192 more of its generator) and the
-"tuning" half of tests/analysis/corpus.py. The held-out songs are tests/analysis/corpus48.py's,
-in arrangements none of those has, scored once afterwards.
+"tuning" half of tests/analysis/corpus.py, each whole and as 4 s and 8 s excerpts (a short
+clip is weighed on less, and the weights have seen what that looks like). The held-out
+songs are tests/analysis/corpus48.py's, in arrangements none of those has.
 
 The time signature's probability is the sum over the hypotheses that give it, the tempo's
 the sum over those within 4% of it (analysis.tempo). A confidence is that probability
@@ -103,42 +110,44 @@ FACTORS: dict[str, tuple[Fraction, ...]] = {
     "12/8": (F(1, 3), F(2, 3), F(1)),
 }
 PROFILE_LAGS = (F(1, 4), F(1, 3), F(1, 2), F(2, 3), F(3, 2), F(2), F(3), F(4))  # in beats
-FEATURES = ("harmony", "division", "beat_full", "beat_low") + tuple(
+FEATURES = ("harmony", "harmony_part", "long_bar", "division", "beat_full", "beat_low") + tuple(
     f"{band}_{lag}" for band in ("full", "low") for lag in PROFILE_LAGS
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring); the prior is relative to the
 # tracker's own level (factor 1).
 WEIGHTS = {
-    "harmony": 10.690,
-    "division": 3.516,
-    "beat_full": 1.544,
-    "beat_low": -1.741,
-    "full_1/4": -0.120,
-    "full_1/3": 1.509,
-    "full_1/2": 0.168,
-    "full_2/3": -3.331,
-    "full_3/2": -3.610,
-    "full_2": 1.977,
-    "full_3": 5.182,
-    "full_4": 3.867,
-    "low_1/4": -1.513,
-    "low_1/3": -1.114,
-    "low_1/2": -0.881,
-    "low_2/3": -4.087,
-    "low_3/2": 0.355,
-    "low_2": 0.583,
-    "low_3": 0.829,
-    "low_4": 3.659,
+    "harmony": 10.143,
+    "harmony_part": 3.567,
+    "long_bar": 1.849,
+    "division": 4.045,
+    "beat_full": 5.670,
+    "beat_low": -0.363,
+    "full_1/4": -0.259,
+    "full_1/3": 2.305,
+    "full_1/2": -1.204,
+    "full_2/3": -3.984,
+    "full_3/2": -2.095,
+    "full_2": 1.423,
+    "full_3": 1.697,
+    "full_4": 4.185,
+    "low_1/4": -3.875,
+    "low_1/3": -2.295,
+    "low_1/2": -2.027,
+    "low_2/3": -7.218,
+    "low_3/2": 0.338,
+    "low_2": 0.081,
+    "low_3": -1.797,
+    "low_4": 0.020,
 }
 TRACKER_PRIOR: dict[Fraction, float] = {
-    F(1, 3): 0.965,
-    F(1, 2): -1.401,
-    F(2, 3): 0.960,
+    F(1, 3): 0.852,
+    F(1, 2): -1.205,
+    F(2, 3): 1.489,
     F(1): 0.0,
-    F(3, 2): -1.579,
-    F(2): 1.468,
+    F(3, 2): -2.316,
+    F(2): 0.800,
 }
-METRE_PRIOR = {"4/4": 0.0, "3/4": -0.433, "6/8": -1.465, "12/8": -1.881}
+METRE_PRIOR = {"4/4": 0.0, "3/4": -1.359, "6/8": -1.882, "12/8": -2.054}
 REVIEW_PROBABILITY = 0.85  # a time signature less probable than this is listed for review
 
 
@@ -186,16 +195,24 @@ def hypotheses(
         for factor in FACTORS[metre]
         if MIN_TEMPO <= float(factor) * tracker_bpm <= MAX_TEMPO
     ]
-    combs = harmony_combs(ticks, chroma, {int(2 * bar.beats / f) for _, bar, f in weighed})
-    found = []
+    # A clip too short to hold two bars of a reading cannot show that reading's harmony: the
+    # harmony is weighed for the readings it holds, and `long_bar` marks the others (none
+    # when it holds no reading's two bars: then no reading has harmony evidence).
+    room = 2 * len(ticks) - 2  # chord changes measured, one a half pulse
+    lengths = {int(2 * bar.beats / f) for _, bar, f in weighed}
+    heard = {n for n in lengths if 2 * n <= room}
+    combs = harmony_combs(ticks, chroma, heard)
+    measured = []
     for metre, bar, factor in weighed:
         bpm = float(factor) * tracker_bpm
         beat = 60.0 / bpm
-        thirds = min(_at(full_acf, beat / 3), _at(full_acf, 2 * beat / 3))
+        thirds = np.minimum(_at(full_acf, beat / 3), _at(full_acf, 2 * beat / 3))  # nan stays
         triple = thirds - _at(full_acf, beat / 2)
         half_pulses = 2 * bar.beats / factor  # an integer for every factor weighed
         evidence = {
-            "harmony": combs.get(int(half_pulses), 0.0),
+            "harmony": combs.get(int(half_pulses), 0.0) if heard == lengths else 0.0,
+            "harmony_part": combs.get(int(half_pulses), 0.0) if heard != lengths else 0.0,
+            "long_bar": float(bool(combs) and int(half_pulses) not in heard),
             "division": triple if bar.compound else -triple,
             "beat_full": _at(full_acf, beat),
             "beat_low": _at(low_acf, beat),
@@ -203,8 +220,14 @@ def hypotheses(
         for lag in PROFILE_LAGS:
             evidence[f"full_{lag}"] = _at(full_acf, float(lag) * beat)
             evidence[f"low_{lag}"] = _at(low_acf, float(lag) * beat)
-        found.append(Hypothesis(metre, factor, bpm, {k: float(v) for k, v in evidence.items()}))
-    return found
+        measured.append((metre, factor, bpm, {k: float(v) for k, v in evidence.items()}))
+    # A value some hypothesis cannot measure (its lag is too long for the clip) is left out
+    # for all of them, as the harmony is: a missing value must not count as a low one.
+    missing = {k for *_, evidence in measured for k, v in evidence.items() if math.isnan(v)}
+    return [
+        Hypothesis(metre, factor, bpm, {k: 0.0 if k in missing else v for k, v in ev.items()})
+        for metre, factor, bpm, ev in measured
+    ]
 
 
 def probabilities(found: list[Hypothesis]) -> np.ndarray:
@@ -312,10 +335,10 @@ def autocorrelation(x: np.ndarray) -> np.ndarray:
 
 def _at(acf: np.ndarray, seconds: float) -> float:
     """The autocorrelation's highest value within LAG_TOLERANCE of a lag in seconds (so that
-    a tracker a little off still reads its peaks); 0 where fewer than half the frames
-    overlap."""
+    a tracker a little off still reads its peaks); nan where fewer than half the frames
+    overlap (not measured)."""
     lag = seconds * SAMPLE_RATE / HOP
     lo, hi = int(np.floor(lag * (1 - LAG_TOLERANCE))), int(np.ceil(lag * (1 + LAG_TOLERANCE))) + 1
     if hi > len(acf) // 2:
-        return 0.0
+        return math.nan
     return float(acf[lo:hi].max())
