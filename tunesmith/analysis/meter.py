@@ -49,7 +49,7 @@ its pulse is the beat, its eighths, its half notes, ...; it also absorbs what th
 values lean towards at each level), one over metres (METRE_PRIOR: 4/4 is the most common,
 and a song too short or too plain to say otherwise is read in 4/4). Neither is a prior over
 BPM. The weights and the priors were fitted (maximum likelihood of the right hypothesis, a
-conditional logit, 28 numbers) by tests/analysis/fit_analysis.py on development songs only,
+conditional logit, 30 numbers) by tests/analysis/fit_analysis.py on development songs only,
 363 of them: both halves of tests/analysis/corpus60.py and of tests/analysis/corpus96.py
 (other arrangements, chords held one or two bars; each test half was scored once, then
 became development data), corpus60's "dev_extra" songs (192 more of its generator) and the
