@@ -24,27 +24,12 @@ and the songs are written and rendered by its code. Cached in data/cache/corpus4
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
-from tests.analysis import corpus60
+from tests.analysis import corpus60, corpus96
 from tests.analysis.corpus import HAT, KICK, OPEN_HAT, SNARE, STICK
-from tests.analysis.corpus60 import (
-    COWBELL,
-    FL,
-    LOW_TOM,
-    MS,
-    TM,
-    TONICS,
-    F,
-    M,
-    Song,
-    Style,
-    V,
-    W,
-    _every,
-)
-from tests.analysis.corpus96 import PROGRESSIONS96, SHAKER, TEMPI, _dealt
+from tests.analysis.corpus60 import COWBELL, LOW_TOM, Song, Style, _every
+from tests.analysis.corpus96 import SHAKER
 
 SEED = "corpus48-1"
 COUNT = 48
@@ -143,30 +128,7 @@ STYLES48: dict[str, Style] = {
 
 def songs48(count: int = COUNT, seed: str = SEED) -> tuple[Song, ...]:
     """The corpus's songs, drawn as the module docstring says; the same every call."""
-    rng = random.Random(seed)
-    styles = _dealt(rng, sorted(STYLES48), count)
-    keys = _dealt(rng, [(t, s) for t in TONICS for s in ("major", "minor")], count)
-    fonts, formats = _dealt(rng, [FL, TM, MS], count), _dealt(rng, [W, F, M, V], count)
-    songs = []
-    for i in range(count):
-        style, (tonic, scale) = styles[i], keys[i]
-        excerpt = rng.random() < 0.3
-        home = "I" if scale == "major" else "i"
-        pool = [p for p in PROGRESSIONS96[scale] if not excerpt or home not in (p[0], p[-1])]
-        songs.append(
-            Song(
-                name=f"third_{i:03d}",
-                bpm=rng.randint(*TEMPI[STYLES48[style].metre]),
-                tonic=tonic,
-                scale=scale,
-                style=style,
-                progression=rng.choice(pool),
-                font=fonts[i],
-                fmt=formats[i],
-                excerpt=excerpt,
-            )
-        )
-    return tuple(songs)
+    return corpus96.draw(STYLES48, count, seed, "third")
 
 
 SONGS48: tuple[Song, ...] = songs48()

@@ -205,20 +205,28 @@ TEMPI = {"4/4": (55, 200), "3/4": (55, 200), "6/8": (45, 140), "12/8": (45, 140)
 
 def songs96(count: int = COUNT, seed: str = SEED) -> tuple[Song, ...]:
     """The corpus's songs, drawn as the module docstring says; the same every call."""
+    return draw(STYLES96, count, seed, "fresh")
+
+
+def draw(styles: dict[str, Style], count: int, seed: str, prefix: str) -> tuple[Song, ...]:
+    """`count` songs named `prefix`_NNN, drawn by `seed`: `styles` and the 24 keys dealt
+    evenly, a tempo over TEMPI's range for the style's metre, the three soundfonts and four
+    formats dealt evenly, three in ten excerpts, a progression of PROGRESSIONS96 (an
+    excerpt's neither starts nor ends on the tonic)."""
     rng = random.Random(seed)
-    styles = _dealt(rng, sorted(STYLES96), count)
+    dealt = _dealt(rng, sorted(styles), count)
     keys = _dealt(rng, [(t, s) for t in TONICS for s in ("major", "minor")], count)
     fonts, formats = _dealt(rng, [FL, TM, MS], count), _dealt(rng, [W, F, M, V], count)
     songs = []
     for i in range(count):
-        style, (tonic, scale) = styles[i], keys[i]
+        style, (tonic, scale) = dealt[i], keys[i]
         excerpt = rng.random() < 0.3
         home = "I" if scale == "major" else "i"
         pool = [p for p in PROGRESSIONS96[scale] if not excerpt or home not in (p[0], p[-1])]
         songs.append(
             Song(
-                name=f"fresh_{i:03d}",
-                bpm=rng.randint(*TEMPI[STYLES96[style].metre]),
+                name=f"{prefix}_{i:03d}",
+                bpm=rng.randint(*TEMPI[styles[style].metre]),
                 tonic=tonic,
                 scale=scale,
                 style=style,

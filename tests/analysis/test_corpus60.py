@@ -26,6 +26,7 @@ from tests.analysis.corpus60 import (
     PITCH,
     SCALES,
     SONGS,
+    Song,
     bar_seconds,
     bars,
     extra_songs,
@@ -108,6 +109,15 @@ def test_the_midi_says_what_the_truth_says(song) -> None:
 
 def _tonic(song) -> str:
     return "I" if song.scale == "major" else "i"
+
+
+def midi_says_what_the_truth_says(song: Song) -> None:
+    """A song's MIDI file has its tempo, its time signature, and drums if its style has."""
+    tempo, signature, notes = _read_midi(song_midi(song))
+    metre = METRES[song.metre]
+    assert 60e6 / tempo == pytest.approx(song.bpm * metre.beat / 4, rel=1e-4)
+    assert signature[:2] == (metre.numerator, metre.denominator)
+    assert any(channel == 9 for channel, _, _ in notes) == song.drums
 
 
 def _read_midi(data: bytes) -> tuple[int, tuple[int, int], list[tuple[int, int, int]]]:
