@@ -350,8 +350,8 @@ def main(argv=None) -> None:
             sources.append(songs[i].source)
             tempo_pairs.append(_tempo_pair(tempo_found[i], p, songs[i]))
             metre_pairs.append(_metre_pair(tempo_found[i], p, songs[i]))
-    songs, measured, folds = songs[:whole], measured[:whole], [sorted(f) for f in folds]
-    folds = [[i for i in f if i < whole] for f in folds]
+    songs, measured = songs[:whole], measured[:whole]
+    folds = [sorted(i for i in f if i < whole) for f in folds]
 
     def bars(weights: np.ndarray) -> list[float]:
         out = []

@@ -198,9 +198,8 @@ def hypotheses(
     # A clip too short to hold two bars of a reading cannot show that reading's harmony: the
     # harmony is weighed for the readings it holds, and `long_bar` marks the others (none
     # when it holds no reading's two bars: then no reading has harmony evidence).
-    room = 2 * len(ticks) - 2  # chord changes measured, one a half pulse
     lengths = {int(2 * bar.beats / f) for _, bar, f in weighed}
-    heard = {n for n in lengths if 2 * n <= room}
+    heard = held_twice(ticks, lengths)
     combs = harmony_combs(ticks, chroma, heard)
     measured = []
     for metre, bar, factor in weighed:
@@ -280,9 +279,9 @@ def harmony_combs(
     ticks: np.ndarray, chroma: chroma_analysis.Chroma, lengths: set[int]
 ) -> dict[int, float]:
     """The `harmony` evidence for each bar length in half pulses of `lengths`; none at all
-    ({}) unless the song holds two bars of the longest, so that no hypothesis is weighed
-    on its harmony while another cannot be."""
-    if len(ticks) < 4 or not lengths or 2 * len(ticks) - 2 < 2 * max(lengths):
+    ({}) unless the song holds two bars of every one (`held_twice`): the comb would favour
+    the short bars it can still count."""
+    if not lengths or held_twice(ticks, lengths) != lengths:
         return {}
     halves = np.empty(2 * len(ticks) - 1)
     halves[0::2] = ticks
@@ -290,6 +289,14 @@ def harmony_combs(
     change = chroma_analysis.novelty(chroma_analysis.segments(chroma.full, halves))
     change = change + chroma_analysis.novelty(chroma_analysis.segments(chroma.low, halves))
     return {n: comb(change, n) for n in sorted(lengths)}
+
+
+def held_twice(ticks: np.ndarray, lengths: set[int]) -> set[int]:
+    """The bar lengths of `lengths` (in half pulses) that the tracked pulses hold two of."""
+    if len(ticks) < 4:
+        return set()
+    room = 2 * len(ticks) - 2  # chord changes measured, one a half pulse
+    return {n for n in lengths if 2 * n <= room}
 
 
 def comb(values: np.ndarray, period: int) -> float:
