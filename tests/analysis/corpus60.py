@@ -353,18 +353,27 @@ STYLES: dict[str, Style] = {
 
 
 def style_of(name: str) -> Style:
-    """A style of STYLES, or of the second or third corpus's (tests/analysis/corpus96.py and
-    corpus48.py, which build on this module and so are imported only when one of their
-    songs is asked about)."""
+    """A style of STYLES, of a later corpus's table (tests/analysis/corpus96.py, corpus48.py,
+    corpus56.py), or a random arrangement named `random_NNN` (random_styles.py). Those
+    modules build on this one, so they are imported only when one of their songs is asked
+    about."""
     if name in STYLES:
         return STYLES[name]
+    if name.startswith("random_"):
+        from tests.analysis.random_styles import random_style
+
+        return random_style(name)
     from tests.analysis.corpus96 import STYLES96
 
-    if name in STYLES96:
-        return STYLES96[name]
+    if name in STYLES96:  # looked up one table at a time: each module draws its songs
+        return STYLES96[name]  # when imported, asking for its own table's styles
     from tests.analysis.corpus48 import STYLES48
 
-    return STYLES48[name]
+    if name in STYLES48:
+        return STYLES48[name]
+    from tests.analysis.corpus56 import STYLES56
+
+    return STYLES56[name]
 
 
 @dataclass(frozen=True)

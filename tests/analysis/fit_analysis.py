@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.analysis import corpus as corpus22
-from tests.analysis import corpus48, corpus60, corpus96
+from tests.analysis import corpus48, corpus56, corpus60, corpus96, random_styles
 from tunesmith.dataset.workers import run_all
 
 MODULE = "tests.analysis.fit_analysis"
@@ -51,7 +51,16 @@ CACHE_VERSION = "3"  # bump when what measure() stores changes
 L2 = 0.1
 FOLDS = 4
 TEMPO_TOLERANCE = 0.04
-SOURCES = ("corpus60", "corpus60_test", "corpus96", "corpus96_test", "dev_extra", "corpus22")
+SOURCES = (
+    "corpus60",
+    "corpus60_test",
+    "corpus96",
+    "corpus96_test",
+    "corpus48",
+    "dev_extra",
+    "random",
+    "corpus22",
+)
 # The level and metre are also fitted on an excerpt of each song this long (seconds, from a
 # third of the way in): a short clip cannot measure the longer lags of its slower readings,
 # and the weights must know what that looks like.
@@ -107,13 +116,23 @@ def dev_songs() -> list[DevSong]:
         )
         for s in sorted(corpus96.SONGS96, key=lambda s: s.half != "dev")  # dev first
     ]
+    folder = corpus48.make_corpus48()
+    songs += [
+        DevSong("corpus48", s.name, str(folder / s.filename), s.bpm, s.metre, s.tonic, s.scale)
+        for s in corpus48.SONGS48
+    ]
+    folder = random_styles.make_random_songs()
+    songs += [
+        DevSong("random", s.name, str(folder / s.filename), s.bpm, s.metre, s.tonic, s.scale)
+        for s in random_styles.RANDOM_SONGS
+    ]
     folder = corpus22.make_corpus()
     songs += [
         DevSong("corpus22", s.name, str(folder / s.filename), s.bpm, "4/4", s.tonic, s.scale)
         for s in corpus22.SONGS
         if s.half == "tuning"
     ]
-    held_out = {s.name for s in corpus48.SONGS48}  # never the corpus still scored
+    held_out = {s.name for s in corpus56.SONGS56}  # never the corpus still scored
     assert not any(s.name in held_out for s in songs)
     return songs
 
@@ -303,10 +322,18 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--drop", nargs="*", default=[], help="analysis.meter features left out (an ablation)"
     )
+    parser.add_argument(
+        "--leave-out", nargs="*", default=[], choices=SOURCES, help="sources not used at all"
+    )
+    parser.add_argument(
+        "--validate",
+        choices=SOURCES,
+        help="fit the level on every other source and score this one (whole and excerpts)",
+    )
     args = parser.parse_args(argv)
     from tunesmith.analysis import key, meter
 
-    songs = dev_songs()
+    songs = [s for s in dev_songs() if s.source not in args.leave_out]
     whole = len(songs)
     songs += excerpts(songs)  # after the whole songs: index i is an excerpt of song i % whole
     measured = run_all(_measure_task, songs, args.workers)
@@ -323,6 +350,9 @@ def main(argv=None) -> None:
             tempo_problem.append((x, np.array(right, dtype=float)))
         else:
             tempo_problem.append((np.zeros((0, width)), np.zeros(0)))
+    if args.validate:
+        print(validation(songs, tempo_problem, tempo_found, args.validate, width))
+        return
     w = fit(tempo_problem, width)
     tempo_weights = dict(zip(meter.FEATURES, w[: len(meter.FEATURES)], strict=True))
     n = len(meter.FEATURES)
@@ -431,6 +461,31 @@ def main(argv=None) -> None:
         and np.allclose([key.WEIGHTS[k] for k in key.FEATURES], kw, atol=5e-3)
     )
     print(f"\nthe modules hold {'these' if same else 'OTHER'} weights")
+
+
+def validation(songs, problem, found, source: str, width: int) -> str:
+    """The level and metre fitted on every source but `source`, scored on `source`'s songs
+    and their excerpts: does what is learnt on the rest carry over to its arrangements?"""
+    held = [i for i, song in enumerate(songs) if song.source == source]
+    w = fit([problem[i] for i in range(len(songs)) if i not in set(held)], width)
+    lines = [f"fitted without {source}, scored on it:"]
+    for length in (0.0, *EXCERPTS):
+        chosen = [i for i in held if songs[i].seconds == length]
+        tempo = metre = 0
+        pairs = []
+        for i in chosen:
+            if not found[i]:
+                continue
+            p = _softmax(problem[i][0] @ w)
+            pair = _tempo_pair(found[i], p, songs[i])
+            tempo += pair[0]
+            metre += _metre_pair(found[i], p, songs[i])[0]
+            pairs.append(pair)
+        what = f"{length:g} s excerpts" if length else "whole songs"
+        lines.append(f"  {what}: tempo {tempo}/{len(chosen)}, time signature {metre}/{len(chosen)}")
+        if not length:
+            lines.append(review_table(pairs, "  tempo"))
+    return "\n".join(lines)
 
 
 LEVELS = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))

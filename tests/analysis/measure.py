@@ -25,12 +25,14 @@ analysis `dataset.analyse.analyse_file` runs), each with its confidence.
 Run it from the repository root:
 
     .venv/bin/python -m tests.analysis.measure [module:function ...] [--workers N] [--songs]
-        [--dev-extra | --corpus96 dev|test|all | --corpus48]
+        [--dev-extra | --corpus96 dev|test|all | --corpus48 | --corpus56 | --random]
 
 With no estimator named it scores both of the above; `--songs` also prints every song's row;
 `--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
 `--corpus96 dev|test|all` the second corpus's (tests/analysis/corpus96.py), `--corpus48`
-the held-out third corpus (tests/analysis/corpus48.py, all "held_out").
+the third (tests/analysis/corpus48.py, development data since the fourth was drawn),
+`--corpus56` the held-out fourth corpus (tests/analysis/corpus56.py, all "held_out"),
+`--random` the randomly arranged development songs (tests/analysis/random_styles.py).
 """
 
 from __future__ import annotations
@@ -166,17 +168,22 @@ def measure(
 
 def render(songs: Sequence[Song], folder: Path | None = None) -> Path:
     """Render `songs` where missing into their corpus's folder (or `folder`); return it."""
-    from tests.analysis import corpus48, corpus96
+    from tests.analysis import corpus48, corpus56, corpus96, random_styles
 
     for corpus, default in (
         (SONGS, DEFAULT_CACHE),
         (DEV_EXTRA, EXTRA_CACHE),
         (corpus96.SONGS96, corpus96.CACHE),
         (corpus48.SONGS48, corpus48.CACHE),
+        (corpus56.SONGS56, corpus56.CACHE),
+        (random_styles.RANDOM_SONGS, random_styles.CACHE),
     ):
         if all(song in corpus for song in songs):
             return make_corpus(folder or default, songs=tuple(songs))
-    raise ValueError("measure songs of one corpus at a time: SONGS, DEV_EXTRA, SONGS96 or SONGS48")
+    raise ValueError(
+        "measure songs of one corpus at a time: SONGS, DEV_EXTRA, SONGS96, SONGS48, SONGS56 or "
+        "RANDOM_SONGS"
+    )
 
 
 def _timed(task: tuple[Estimator, str]) -> tuple[Estimate, float]:
@@ -345,7 +352,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--dev-extra", action="store_true", help="the DEV_EXTRA songs instead")
     which.add_argument("--corpus96", choices=("dev", "test", "all"), help="corpus96's songs")
-    which.add_argument("--corpus48", action="store_true", help="the held-out third corpus")
+    which.add_argument("--corpus48", action="store_true", help="the third corpus")
+    which.add_argument("--corpus56", action="store_true", help="the held-out fourth corpus")
+    which.add_argument("--random", action="store_true", help="the randomly arranged songs")
     args = parser.parse_args(argv)
     specs = args.estimators or [f"{MODULE}:plain_essentia", f"{MODULE}:tunesmith_labels"]
     songs = DEV_EXTRA if args.dev_extra else SONGS
@@ -357,6 +366,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         from tests.analysis.corpus48 import SONGS48
 
         songs = SONGS48
+    if args.corpus56:
+        from tests.analysis.corpus56 import SONGS56
+
+        songs = SONGS56
+    if args.random:
+        from tests.analysis.random_styles import RANDOM_SONGS
+
+        songs = RANDOM_SONGS
     results = {
         spec.rpartition(":")[2]: measure(load(spec), args.folder, args.workers, songs)
         for spec in specs
