@@ -12,7 +12,7 @@ the machine runs:
 
 By default the corpus's 32 development songs; `--all` times all 64, `--dev-extra` the 192
 DEV_EXTRA songs. Only times are printed (no scores: the held-out corpus is scored by
-tests/analysis/test_corpus48.py).
+tests/analysis/test_corpus56.py).
 
     .venv/bin/python bench/labels.py [--all | --dev-extra] [--workers N]
 """

@@ -13,10 +13,13 @@ should hold them. The songs:
 - corpus60's DEV_EXTRA songs (192 more of the same generator with other seeds),
 - both halves of tests/analysis/corpus96.py (48 "corpus96" and 48 "corpus96_test": 18 other
   arrangements; the test half was scored once, then became development data when the third
-  corpus was drawn), and
+  corpus was drawn),
+- tests/analysis/corpus48.py (48, "corpus48": the third corpus, held out and scored twice,
+  development data since the fourth was drawn),
+- 480 songs in random arrangements, one each (tests/analysis/random_styles.py, "random"), and
 - the "tuning" half of tests/analysis/corpus.py (11, another generator, all 4/4).
 
-Never tests/analysis/corpus48.py, the held-out corpus. It also reports, from 4-fold
+Never tests/analysis/corpus56.py, the held-out fourth corpus. It also reports, from 4-fold
 cross-validation over these songs (each fold fitted on the other three), how often each
 choice is right (per source and in all) and, at candidate review probabilities, how many
 wrong and right values would be listed for review; a field's REVIEW_PROBABILITY is set from
@@ -27,7 +30,10 @@ data/cache/fit_analysis/):
 
     .venv/bin/python -m tests.analysis.fit_analysis [--workers N] [--drop FEATURE ...]
 
-`--drop` leaves analysis.meter features out of the fit, to see what each is worth.
+`--drop` leaves analysis.meter features out of the fit, to see what each is worth;
+`--leave-out SOURCE ...` leaves those songs out altogether; `--validate SOURCE` fits the
+level on every other source and scores that one (whole and as excerpts): whether what is
+learnt carries over to arrangements the fit has not met.
 """
 
 from __future__ import annotations

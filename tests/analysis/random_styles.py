@@ -26,6 +26,7 @@ only, cached in data/cache/random_styles (git-ignored), rendered where missing.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 from tests.analysis import corpus60, corpus96
@@ -34,7 +35,8 @@ from tests.analysis.corpus60 import AGOGO, COWBELL, LOW_CONGA, MARACAS, METRES, 
 from tests.analysis.corpus96 import SHAKER, TAMBOURINE
 
 SEED = "random-styles-1"
-COUNT = 240
+COUNT = 480
+BATCH = 240
 CACHE = corpus60.DEFAULT_CACHE.with_name("random_styles")
 HAND_DRUMS = (COWBELL, LOW_CONGA, TAMBOURINE, SHAKER, MARACAS, AGOGO)
 PROGRAMS = {
@@ -135,9 +137,19 @@ def _backbeat(rng: random.Random, metre: str, beats: tuple[int, ...]) -> tuple[i
 
 
 def random_songs(count: int = COUNT, seed: str = SEED) -> tuple[Song, ...]:
-    """One song for each of `count` random arrangements, drawn by corpus96's rule."""
-    styles = {f"random_{i:03d}": random_style(f"random_{i:03d}") for i in range(count)}
-    return corpus96.draw(styles, count, seed, "mixed")
+    """One song for each of `count` random arrangements, drawn by corpus96's rule BATCH at a
+    time (each batch its own seed, so that more songs leave the first ones as they were)."""
+    songs: list[Song] = []
+    for first in range(0, count, BATCH):
+        names = [f"random_{i:03d}" for i in range(first, min(count, first + BATCH))]
+        batch = corpus96.draw(
+            {name: random_style(name) for name in names},
+            len(names),
+            seed if first == 0 else f"{seed}+{first}",
+            "mixed",
+        )
+        songs += [replace(song, name=f"mixed_{first + i:03d}") for i, song in enumerate(batch)]
+    return tuple(songs)
 
 
 RANDOM_SONGS: tuple[Song, ...] = random_songs()

@@ -77,14 +77,14 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 6.106,
-    "extractor": 1.317,
-    "start_end": 1.219,
-    "start_end_bass": 1.634,
-    "tonic_chord": 5.527,
-    "diatonic_chords": 12.311,
+    "profile": 6.256,
+    "extractor": 1.853,
+    "start_end": 2.122,
+    "start_end_bass": 1.960,
+    "tonic_chord": 3.786,
+    "diatonic_chords": 13.340,
 }
-REVIEW_PROBABILITY = 0.85  # a key less probable than this is listed for review
+REVIEW_PROBABILITY = 0.75  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
 
 
