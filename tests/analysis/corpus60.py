@@ -354,7 +354,7 @@ STYLES: dict[str, Style] = {
 
 def style_of(name: str) -> Style:
     """A style of STYLES, of a later corpus's table (tests/analysis/corpus96.py, corpus48.py,
-    corpus56.py), or a random arrangement named `random_NNN` (random_styles.py). Those
+    corpus56.py, corpus52.py), or a random arrangement named `random_NNN` (random_styles.py). Those
     modules build on this one, so they are imported only when one of their songs is asked
     about."""
     if name in STYLES:
@@ -373,7 +373,11 @@ def style_of(name: str) -> Style:
         return STYLES48[name]
     from tests.analysis.corpus56 import STYLES56
 
-    return STYLES56[name]
+    if name in STYLES56:
+        return STYLES56[name]
+    from tests.analysis.corpus52 import STYLES52
+
+    return STYLES52[name]
 
 
 @dataclass(frozen=True)
