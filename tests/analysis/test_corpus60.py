@@ -111,6 +111,21 @@ def _tonic(song) -> str:
     return "I" if song.scale == "major" else "i"
 
 
+def drawn_as_promised(songs, half: str) -> None:
+    """Every song of a corpus drawn by corpus96's rule (`corpus96.draw`): a tempo in its
+    metre's range, a progression of its scale's table, an excerpt that neither starts nor
+    ends on the tonic, and the half it is in."""
+    from tests.analysis import corpus96
+
+    for song in songs:
+        low, high = corpus96.TEMPI[song.metre]
+        assert low <= song.bpm <= high, song.name
+        assert song.progression in corpus96.PROGRESSIONS96[song.scale]
+        assert song.half == half, song.name
+        if song.excerpt:
+            assert _tonic(song) not in (song.progression[0], song.progression[-1]), song.name
+
+
 def midi_says_what_the_truth_says(song: Song) -> None:
     """A song's MIDI file has its tempo, its time signature, and drums if its style has."""
     tempo, signature, notes = _read_midi(song_midi(song))
