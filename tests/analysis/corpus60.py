@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib
 import json
 import math
 import random
@@ -353,31 +354,30 @@ STYLES: dict[str, Style] = {
 
 
 def style_of(name: str) -> Style:
-    """A style of STYLES, of a later corpus's table (tests/analysis/corpus96.py, corpus48.py,
-    corpus56.py, corpus52.py), or a random arrangement named `random_NNN` (random_styles.py). Those
-    modules build on this one, so they are imported only when one of their songs is asked
-    about."""
+    """A style of STYLES, of a later corpus's table (LATER_TABLES), or a random arrangement
+    named `random_NNN` (tests/analysis/random_styles.py). Those modules build on this one, so
+    they are imported only when one of their songs is asked about."""
     if name in STYLES:
         return STYLES[name]
     if name.startswith("random_"):
         from tests.analysis.random_styles import random_style
 
         return random_style(name)
-    from tests.analysis.corpus96 import STYLES96
+    # one table at a time, in the order they were written: each module draws its songs when
+    # imported, asking for its own table's styles before the later modules exist
+    for module, table in LATER_TABLES:
+        styles = getattr(importlib.import_module(f"tests.analysis.{module}"), table)
+        if name in styles:
+            return styles[name]
+    raise KeyError(f"no corpus has a style named {name!r}")
 
-    if name in STYLES96:  # looked up one table at a time: each module draws its songs
-        return STYLES96[name]  # when imported, asking for its own table's styles
-    from tests.analysis.corpus48 import STYLES48
 
-    if name in STYLES48:
-        return STYLES48[name]
-    from tests.analysis.corpus56 import STYLES56
-
-    if name in STYLES56:
-        return STYLES56[name]
-    from tests.analysis.corpus52 import STYLES52
-
-    return STYLES52[name]
+LATER_TABLES = (
+    ("corpus96", "STYLES96"),
+    ("corpus48", "STYLES48"),
+    ("corpus56", "STYLES56"),
+    ("corpus52", "STYLES52"),
+)
 
 
 @dataclass(frozen=True)

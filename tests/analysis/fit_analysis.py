@@ -473,7 +473,7 @@ def validation(songs, problem, found, source: str, width: int) -> str:
     """The level and metre fitted on every source but `source`, scored on `source`'s songs
     and their excerpts: does what is learnt on the rest carry over to its arrangements?"""
     held = [i for i, song in enumerate(songs) if song.source == source]
-    w = fit([problem[i] for i in range(len(songs)) if i not in set(held)], width)
+    w = fit([x for i, x in enumerate(problem) if songs[i].source != source], width)
     lines = [f"fitted without {source}, scored on it:"]
     for length in (0.0, *EXCERPTS):
         chosen = [i for i in held if songs[i].seconds == length]

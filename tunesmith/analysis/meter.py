@@ -113,14 +113,9 @@ FACTORS: dict[str, tuple[Fraction, ...]] = {
     "12/8": (F(1, 3), F(2, 3), F(1)),
 }
 PROFILE_LAGS = (F(1, 4), F(1, 3), F(1, 2), F(2, 3), F(3, 2), F(2), F(3), F(4))  # in beats
-FEATURES = (
-    "harmony",
-    "harmony_part",
-    "long_bar",
-    "division",
-    "beat_full",
-    "beat_low",
-) + tuple(f"{band}_{lag}" for band in ("full", "low") for lag in PROFILE_LAGS)
+FEATURES = ("harmony", "harmony_part", "long_bar", "division", "beat_full", "beat_low") + tuple(
+    f"{band}_{lag}" for band in ("full", "low") for lag in PROFILE_LAGS
+)
 # Fitted by tests/analysis/fit_analysis.py (module docstring); the prior is relative to the
 # tracker's own level (factor 1).
 WEIGHTS = {
