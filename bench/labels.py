@@ -14,7 +14,13 @@ By default the corpus's 32 development songs; `--all` times all 64, `--dev-extra
 DEV_EXTRA songs. Only times are printed (no scores: the held-out corpus is scored by
 tests/analysis/test_corpus56.py).
 
-    .venv/bin/python bench/labels.py [--all | --dev-extra] [--workers N]
+`--pool N` times the labels stage's own pool instead: what it maps over a dataset's files
+(`tunesmith.dataset.analyse.analyse_file`: format check, analysis, embedded tags, the file
+hashed again) on one process and on N (0: one a core), by wall time from the start of the
+pool to its last result, its processes' start-up included, in the order 1, N, N, 1 so that
+a machine that slows or speeds up during the run falls on both alike.
+
+    .venv/bin/python bench/labels.py [--all | --dev-extra] [--workers N] [--pool N]
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -37,6 +44,7 @@ def main() -> None:
     group.add_argument("--all", action="store_true", help="all 64 songs of the corpus")
     group.add_argument("--dev-extra", action="store_true", help="the 192 DEV_EXTRA songs")
     parser.add_argument("--workers", type=int, default=1, help="processes (0: one a core)")
+    parser.add_argument("--pool", type=int, help="time the stage's pool: 1 process against N")
     args = parser.parse_args()
 
     from tests.analysis import measure
@@ -49,6 +57,9 @@ def main() -> None:
     else:
         songs = [s for s in SONGS if s.half == "dev"]
         which = "the 32 dev songs of tests/analysis/corpus60.py"
+    if args.pool is not None:
+        pool_speed(songs, which, args.pool)
+        return
     times = {}
     estimators = {"plain Essentia": measure.plain_essentia, "tunesmith": measure.tunesmith_labels}
     for name, estimator in estimators.items():
@@ -67,6 +78,32 @@ def main() -> None:
         f"tunesmith / plain Essentia: {statistics.mean(ours) / statistics.mean(plain):.2f} "
         f"(means), {statistics.median(ratios):.2f} (median of the songs' ratios)"
     )
+
+
+def pool_speed(songs, which: str, workers: int) -> None:
+    """Wall time of the labels stage's analysis on one process and on `workers`."""
+    from tests.analysis import measure
+    from tunesmith.dataset.analyse import analyse_file
+    from tunesmith.dataset.workers import pool_size, run_all
+    from tunesmith.store import sha256_file
+
+    folder = measure.render(songs)
+    paths = [folder / song.filename for song in songs]
+    tasks = [(str(p), p.name, "audio", sha256_file(p)) for p in paths]
+    size = pool_size(workers)
+    walls: dict[int, list[float]] = {1: [], size: []}
+    for count in (1, size, size, 1):
+        start = time.perf_counter()
+        records = run_all(analyse_file, tasks, count)
+        walls[count].append(time.perf_counter() - start)
+        failed = [r.get("error") for r in records if r is None or "error" in r]
+        if failed:
+            raise SystemExit(f"the analysis failed: {failed[:3]}")
+    one, many = sum(walls[1]), sum(walls[size])
+    print(f"the labels stage's analysis of {which}, wall seconds (two rounds each, 1 N N 1):")
+    print(f"one process:     {' '.join(f'{w:.1f}' for w in walls[1])}")
+    print(f"{size} processes:     {' '.join(f'{w:.1f}' for w in walls[size])}")
+    print(f"speed-up ({size} processes / one): {one / many:.2f}  (goal ≥ 1.7 with 2)")
 
 
 if __name__ == "__main__":
