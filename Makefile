@@ -12,10 +12,11 @@ export TUNESMITH_MODELS ?= $(CURDIR)/data/models
 
 .PHONY: demo test test-fast ui lint bench bench-real clean
 
-$(STAMP): pyproject.toml
+# deploy/constraints.txt: the versions the suite last passed with, for every package
+$(STAMP): pyproject.toml deploy/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c deploy/constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
