@@ -96,7 +96,9 @@ def pool_speed(songs, which: str, workers: int) -> None:
         start = time.perf_counter()
         records = run_all(analyse_file, tasks, count)
         walls[count].append(time.perf_counter() - start)
-        failed = [r.get("error") for r in records if r is None or "error" in r]
+        failed = [
+            r["error"] if r else "changed during the run" for r in records if not r or "error" in r
+        ]
         if failed:
             raise SystemExit(f"the analysis failed: {failed[:3]}")
     one, many = sum(walls[1]), sum(walls[size])
