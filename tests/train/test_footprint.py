@@ -114,3 +114,36 @@ def test_checkpointing_set_by_hand_is_not_fitted():
     assert fit(run(True), 10_000, estimate, KNOBS).run.train.gradient_checkpointing is True
     with pytest.raises(DoesNotFit, match='"auto" lets the run fit itself'):
         fit(run(False), 1_000, estimate, KNOBS)
+
+
+@pytest.mark.slow
+def test_the_runtime_is_measured_once_a_machine_and_kept_outside_any_store(tmp_path, monkeypatch):
+    """A fresh training process's resident set is measured by starting one (seconds): the
+    measurement is kept in the user's cache folder, so a second store, a second dataset or a
+    second build on the machine reads it instead of starting another."""
+    import json
+    import subprocess
+
+    from tunesmith.train.footprint import machine_runtime_bytes
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    measured = machine_runtime_bytes()
+    assert measured > 100e6  # torch alone holds more than this
+    saved = json.loads((tmp_path / "cache" / "tunesmith" / "runtime.json").read_text())
+    (key,) = saved
+    assert saved[key] == measured and "torch " in key and "diffusers " in key
+
+    def no_probe(*args, **kwargs):
+        raise AssertionError(f"measured again: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_probe)
+    assert machine_runtime_bytes() == measured
+
+
+@pytest.mark.slow
+def test_an_unwritable_cache_folder_only_means_measuring_again(tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))
+    from tunesmith.train.footprint import machine_runtime_bytes
+
+    assert machine_runtime_bytes() > 100e6

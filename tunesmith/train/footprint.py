@@ -3,7 +3,8 @@
 The estimate is the sum of what a training process holds at the peak of a step:
 
 - `runtime`: the process before any model: a fresh Python's resident set once it has
-  imported torch and the model libraries (measured once per interpreter; 0 on a GPU);
+  imported torch and the model libraries (measured once per machine's interpreter and
+  library versions, `machine_runtime_bytes`; 0 on a GPU);
 - `weights`: every component the trainer loads, at the placement's dtype;
 - `adapter`: the trained parameters in float32 with their gradients and the optimizer's state
   (AdamW's two moments; tunesmith's trainers keep the factors in float32 whatever the base);
@@ -68,14 +69,21 @@ RUNTIME_IMPORTS = ("torch", "diffusers", "transformers", "peft", "pipelines.trai
 
 def runtime_bytes(cache: dict) -> int:
     """What a training process holds before it loads a model: a fresh Python that has
-    imported what the training process imports, measured once per interpreter and torch (in
-    `cache`). Not the resident set of the process that asks, which may have loaded models."""
+    imported what the training process imports, measured once per interpreter and set of
+    library versions (in `cache`). Not the resident set of the process that asks, which may
+    have loaded models."""
     import importlib.metadata
     import importlib.util
     import subprocess
     import sys
 
-    key = f"runtime {sys.executable} torch {importlib.metadata.version('torch')}"
+    versions = []
+    for name in ("torch", "diffusers", "transformers", "peft"):
+        try:
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    key = f"runtime {sys.executable} {' '.join(versions)}"
     if key not in cache:
         found = [n for n in RUNTIME_IMPORTS if importlib.util.find_spec(n.split(".")[0])]
         imports = "; ".join(f"import {name}" for name in found)
@@ -85,6 +93,31 @@ def runtime_bytes(cache: dict) -> int:
         )
         cache[key] = int(done.stdout.split()[-1])
     return cache[key]
+
+
+def machine_runtime_bytes() -> int:
+    """`runtime_bytes`, kept for this machine's user in `$XDG_CACHE_HOME/tunesmith/runtime.json`
+    (`~/.cache` by default): a property of the installed interpreter and libraries, not of a
+    dataset or a store, and a fresh process that imports torch costs seconds, so it is
+    measured once per machine rather than once per store. Unwritable: measured every time."""
+    import json
+    import os
+    from pathlib import Path
+
+    from tunesmith.store.atomic import atomic_write_json
+
+    home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    path = Path(home) / "tunesmith" / "runtime.json"
+    saved = _read_json(path)
+    before = json.dumps(saved, sort_keys=True)
+    found = runtime_bytes(saved)
+    if json.dumps(saved, sort_keys=True) != before:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, saved)
+        except OSError:
+            pass  # a read-only home: the next fit measures again
+    return found
 
 
 @dataclass
@@ -271,7 +304,7 @@ def fit_run(
     cap = MemoryCap(run.train.cap, device)
     saved = _read_json(cache)
     before = dict(saved)
-    runtime = 0 if cap.cuda else runtime_bytes(saved)
+    runtime = 0 if cap.cuda else machine_runtime_bytes()
     model = once(lambda: family.memory(run, base_model, _dtype(placement.dtype), items=items))
 
     def estimate(trial) -> Footprint:
