@@ -19,11 +19,11 @@ should hold them. The songs:
 - 480 songs in random arrangements, one each (tests/analysis/random_styles.py, "random"), and
 - the "tuning" half of tests/analysis/corpus.py (11, another generator, all 4/4).
 
-Never tests/analysis/corpus56.py, the held-out fourth corpus. It also reports, from 4-fold
-cross-validation over these songs (each fold fitted on the other three), how often each
-choice is right (per source and in all) and, at candidate review probabilities, how many
-wrong and right values would be listed for review; a field's REVIEW_PROBABILITY is set from
-that table (the rule is printed with it).
+Never tests/analysis/corpus56.py or corpus52.py, the fourth and fifth corpora (held out).
+It also reports, from 4-fold cross-validation over these songs (each fold fitted on the
+other three), how often each choice is right (per source and in all) and, at candidate
+review probabilities, how many wrong and right values would be listed for review; a field's
+REVIEW_PROBABILITY is set from that table (the rule is printed with it).
 
 Run from the repository root (renders what is missing, then caches the measured values in
 data/cache/fit_analysis/):
