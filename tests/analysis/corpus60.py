@@ -377,6 +377,7 @@ LATER_TABLES = (
     ("corpus48", "STYLES48"),
     ("corpus56", "STYLES56"),
     ("corpus52", "STYLES52"),
+    ("corpus64", "STYLES64"),
 )
 
 

@@ -19,7 +19,8 @@ should hold them. The songs:
 - 480 songs in random arrangements, one each (tests/analysis/random_styles.py, "random"), and
 - the "tuning" half of tests/analysis/corpus.py (11, another generator, all 4/4).
 
-Never tests/analysis/corpus56.py or corpus52.py, the fourth and fifth corpora (held out).
+Never tests/analysis/corpus56.py, corpus52.py or corpus64.py, the fourth to sixth corpora
+(held out).
 It also reports, from 4-fold cross-validation over these songs (each fold fitted on the
 other three), how often each choice is right (per source and in all) and, at candidate
 review probabilities, how many wrong and right values would be listed for review; a field's
@@ -48,7 +49,15 @@ from pathlib import Path
 import numpy as np
 
 from tests.analysis import corpus as corpus22
-from tests.analysis import corpus48, corpus52, corpus56, corpus60, corpus96, random_styles
+from tests.analysis import (
+    corpus48,
+    corpus52,
+    corpus56,
+    corpus60,
+    corpus64,
+    corpus96,
+    random_styles,
+)
 from tunesmith.dataset.workers import run_all
 
 MODULE = "tests.analysis.fit_analysis"
@@ -138,7 +147,7 @@ def dev_songs() -> list[DevSong]:
         for s in corpus22.SONGS
         if s.half == "tuning"
     ]
-    held_out = {s.name for s in (*corpus56.SONGS56, *corpus52.SONGS52)}  # never those scored
+    held_out = {s.name for s in (*corpus56.SONGS56, *corpus52.SONGS52, *corpus64.SONGS64)}
     assert not any(s.name in held_out for s in songs)
     return songs
 

@@ -25,14 +25,16 @@ analysis `dataset.analyse.analyse_file` runs), each with its confidence.
 Run it from the repository root:
 
     .venv/bin/python -m tests.analysis.measure [module:function ...] [--workers N] [--songs]
-        [--dev-extra | --corpus96 dev|test|all | --corpus48 | --corpus56 | --corpus52 | --random]
+        [--dev-extra | --corpus96 dev|test|all | --corpus48 | --corpus56 | --corpus52 | --corpus64
+        | --random]
 
 With no estimator named it scores both of the above; `--songs` also prints every song's row;
 `--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
 `--corpus96 dev|test|all` the second corpus's (tests/analysis/corpus96.py), `--corpus48`
 the third (tests/analysis/corpus48.py, development data since the fourth was drawn),
 `--corpus56` the held-out fourth corpus (tests/analysis/corpus56.py, all "held_out"),
-`--corpus52` the fifth (tests/analysis/corpus52.py, held out for the next change),
+`--corpus52` the fifth (tests/analysis/corpus52.py, scored once), `--corpus64` the sixth
+(tests/analysis/corpus64.py, held out for the next change),
 `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
 """
 
@@ -169,7 +171,7 @@ def measure(
 
 def render(songs: Sequence[Song], folder: Path | None = None) -> Path:
     """Render `songs` where missing into their corpus's folder (or `folder`); return it."""
-    from tests.analysis import corpus48, corpus52, corpus56, corpus96, random_styles
+    from tests.analysis import corpus48, corpus52, corpus56, corpus64, corpus96, random_styles
 
     for corpus, default in (
         (SONGS, DEFAULT_CACHE),
@@ -178,13 +180,14 @@ def render(songs: Sequence[Song], folder: Path | None = None) -> Path:
         (corpus48.SONGS48, corpus48.CACHE),
         (corpus56.SONGS56, corpus56.CACHE),
         (corpus52.SONGS52, corpus52.CACHE),
+        (corpus64.SONGS64, corpus64.CACHE),
         (random_styles.RANDOM_SONGS, random_styles.CACHE),
     ):
         if all(song in corpus for song in songs):
             return make_corpus(folder or default, songs=tuple(songs))
     raise ValueError(
         "measure songs of one corpus at a time: SONGS, DEV_EXTRA, SONGS96, SONGS48, SONGS56, "
-        "SONGS52 or RANDOM_SONGS"
+        "SONGS52, SONGS64 or RANDOM_SONGS"
     )
 
 
@@ -356,7 +359,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     which.add_argument("--corpus96", choices=("dev", "test", "all"), help="corpus96's songs")
     which.add_argument("--corpus48", action="store_true", help="the third corpus")
     which.add_argument("--corpus56", action="store_true", help="the held-out fourth corpus")
-    which.add_argument("--corpus52", action="store_true", help="the held-out fifth corpus")
+    which.add_argument("--corpus52", action="store_true", help="the fifth corpus")
+    which.add_argument("--corpus64", action="store_true", help="the held-out sixth corpus")
     which.add_argument("--random", action="store_true", help="the randomly arranged songs")
     args = parser.parse_args(argv)
     specs = args.estimators or [f"{MODULE}:plain_essentia", f"{MODULE}:tunesmith_labels"]
@@ -377,6 +381,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         from tests.analysis.corpus52 import SONGS52
 
         songs = SONGS52
+    if args.corpus64:
+        from tests.analysis.corpus64 import SONGS64
+
+        songs = SONGS64
     if args.random:
         from tests.analysis.random_styles import RANDOM_SONGS
 
