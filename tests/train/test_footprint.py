@@ -110,6 +110,23 @@ def test_a_run_that_fits_no_setting_is_refused_with_its_estimate_and_the_smalles
     assert "gradient checkpointing on, train.crop 1000 → 250, train.batch_size 4 → 1" in said
 
 
+def test_a_refused_run_traces_the_smallest_setting_not_every_one_on_the_way():
+    """Each estimate of a real run is a trace of its step (seconds at full size): a run that
+    fits nothing is refused after the asked setting, checkpointing on and the smallest."""
+    traced = []
+
+    def counted(r) -> Footprint:
+        traced.append((r.train.gradient_checkpointing, r.train.crop, r.train.batch_size))
+        return estimate(r)
+
+    with pytest.raises(DoesNotFit):
+        fit(run(), 20, counted, KNOBS)
+    assert traced == [(False, 1000, 4), (True, 1000, 4), (True, 250, 1), (False, 1000, 4)]
+    traced.clear()
+    fit(run(), 40, counted, KNOBS)  # fits at the smallest: found by lowering, as before
+    assert traced[-1] == (True, 250, 1) and (True, 250, 2) in traced
+
+
 def test_checkpointing_set_by_hand_is_not_fitted():
     assert fit(run(True), 10_000, estimate, KNOBS).run.train.gradient_checkpointing is True
     with pytest.raises(DoesNotFit, match='"auto" lets the run fit itself'):

@@ -224,7 +224,9 @@ def fit(
 
     `estimate(run)` gives a run's footprint; `knobs()` the train settings the fit may lower,
     in order, each with the values it tries from the largest down (values not below the run's
-    own are skipped; asked for only when checkpointing alone does not fit). Only `"auto"` is
+    own are skipped; asked for only when checkpointing alone does not fit; the setting with
+    every knob at its smallest is estimated first, and a run over the cap there is refused
+    at once). Only `"auto"` is
     fitted: a run that says `true` or `false` is estimated as it is, and refused if over."""
     asked = run.train.gradient_checkpointing
     if asked != "auto":
@@ -240,7 +242,18 @@ def fit(
     current = _with(run, gradient_checkpointing=True)
     changed = ["gradient checkpointing on"]
     footprint = estimate(current)
-    for name, values in knobs() if footprint.total > cap else ():
+    lowered = knobs() if footprint.total > cap else ()
+    # The smallest setting first: a run that fits no setting is refused after one more
+    # estimate (a trace of its step) rather than one per value on the way down.
+    smallest, said = current, list(changed)
+    for name, values in lowered:
+        own = getattr(current.train, name)
+        if below := [v for v in values if v < own]:
+            smallest = _with(smallest, **{name: min(below)})
+            said.append(f"train.{name} {own} → {min(below)}")
+    if smallest is not current and (least := estimate(smallest)).total > cap:
+        raise DoesNotFit(_refusal(estimate(plain), cap, ", ".join(said), least))
+    for name, values in lowered:
         if footprint.total <= cap:
             break
         own = getattr(current.train, name)
