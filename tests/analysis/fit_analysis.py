@@ -20,11 +20,10 @@ should hold them. The songs:
 - the "tuning" half of tests/analysis/corpus.py (11, another generator, all 4/4).
 
 Never tests/analysis/corpus56.py, corpus52.py or corpus64.py, the fourth to sixth corpora
-(held out).
-It also reports, from 4-fold cross-validation over these songs (each fold fitted on the
-other three), how often each choice is right (per source and in all) and, at candidate
-review probabilities, how many wrong and right values would be listed for review; a field's
-REVIEW_PROBABILITY is set from that table (the rule is printed with it).
+(held out). It also reports, from 4-fold cross-validation over these songs (each fold fitted
+on the other three), how often each choice is right (per source and in all) and, at
+candidate review probabilities, how many wrong and right values would be listed for review;
+a field's REVIEW_PROBABILITY is set from that table (the rule is printed with it).
 
 Run from the repository root (renders what is missing, then caches the measured values in
 data/cache/fit_analysis/):

@@ -32,7 +32,7 @@ With no estimator named it scores both of the above; `--songs` also prints every
 `--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
 `--corpus96 dev|test|all` the second corpus's (tests/analysis/corpus96.py), `--corpus48`
 the third (tests/analysis/corpus48.py, development data since the fourth was drawn),
-`--corpus56` the held-out fourth corpus (tests/analysis/corpus56.py, all "held_out"),
+`--corpus56` the fourth (tests/analysis/corpus56.py, all "held_out", scored twice),
 `--corpus52` the fifth (tests/analysis/corpus52.py, scored once), `--corpus64` the sixth
 (tests/analysis/corpus64.py, held out for the next change),
 `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     which.add_argument("--dev-extra", action="store_true", help="the DEV_EXTRA songs instead")
     which.add_argument("--corpus96", choices=("dev", "test", "all"), help="corpus96's songs")
     which.add_argument("--corpus48", action="store_true", help="the third corpus")
-    which.add_argument("--corpus56", action="store_true", help="the held-out fourth corpus")
+    which.add_argument("--corpus56", action="store_true", help="the fourth corpus")
     which.add_argument("--corpus52", action="store_true", help="the fifth corpus")
     which.add_argument("--corpus64", action="store_true", help="the held-out sixth corpus")
     which.add_argument("--random", action="store_true", help="the randomly arranged songs")

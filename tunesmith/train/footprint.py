@@ -64,7 +64,8 @@ def process_bytes() -> int:
 
 # What a training process imports before it loads a model: its entry point where installed
 # (pipelines.train_child, with pandas and Dagster Pipes), and the model libraries.
-RUNTIME_IMPORTS = ("torch", "diffusers", "transformers", "peft", "pipelines.train_child")
+MODEL_LIBRARIES = ("torch", "diffusers", "transformers", "peft")
+RUNTIME_IMPORTS = (*MODEL_LIBRARIES, "pipelines.train_child")
 
 
 def runtime_bytes(cache: dict) -> int:
@@ -77,15 +78,10 @@ def runtime_bytes(cache: dict) -> int:
     import subprocess
     import sys
 
-    versions = []
-    for name in ("torch", "diffusers", "transformers", "peft"):
-        try:
-            versions.append(f"{name} {importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            pass
+    found = [n for n in RUNTIME_IMPORTS if importlib.util.find_spec(n.split(".")[0])]
+    versions = [f"{n} {importlib.metadata.version(n)}" for n in MODEL_LIBRARIES if n in found]
     key = f"runtime {sys.executable} {' '.join(versions)}"
     if key not in cache:
-        found = [n for n in RUNTIME_IMPORTS if importlib.util.find_spec(n.split(".")[0])]
         imports = "; ".join(f"import {name}" for name in found)
         probe = f"{imports}; import psutil; print(psutil.Process().memory_info().rss)"
         done = subprocess.run(
@@ -100,7 +96,6 @@ def machine_runtime_bytes() -> int:
     (`~/.cache` by default): a property of the installed interpreter and libraries, not of a
     dataset or a store, and a fresh process that imports torch costs seconds, so it is
     measured once per machine rather than once per store. Unwritable: measured every time."""
-    import json
     import os
     from pathlib import Path
 
@@ -109,9 +104,9 @@ def machine_runtime_bytes() -> int:
     home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     path = Path(home) / "tunesmith" / "runtime.json"
     saved = _read_json(path)
-    before = json.dumps(saved, sort_keys=True)
+    before = dict(saved)
     found = runtime_bytes(saved)
-    if json.dumps(saved, sort_keys=True) != before:
+    if saved != before:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(path, saved)
@@ -226,8 +221,8 @@ def fit(
     in order, each with the values it tries from the largest down (values not below the run's
     own are skipped; asked for only when checkpointing alone does not fit; the setting with
     every knob at its smallest is estimated first, and a run over the cap there is refused
-    at once). Only `"auto"` is
-    fitted: a run that says `true` or `false` is estimated as it is, and refused if over."""
+    at once). Only `"auto"` is fitted: a run that says `true` or `false` is estimated as it
+    is, and refused if over."""
     asked = run.train.gradient_checkpointing
     if asked != "auto":
         fixed = _with(run, gradient_checkpointing=bool(asked))
