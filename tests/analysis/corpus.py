@@ -170,6 +170,7 @@ def make_corpus(folder: Path | None = None) -> Path:
     stamp = _stamp(fluidsynth)
     truth_path = folder / "truth.json"
     truth = {"stamp": stamp, "songs": [asdict(s) | {"filename": s.filename} for s in SONGS]}
+    truth = json.loads(json.dumps(truth))  # as read back: tuples are lists
     if _read_json(truth_path) == truth and all((folder / s.filename).is_file() for s in SONGS):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
