@@ -32,9 +32,9 @@ With no estimator named it scores both of the above; `--songs` also prints every
 `--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
 `--corpus96 dev|test|all` the second corpus's (tests/analysis/corpus96.py), `--corpus48`
 the third (tests/analysis/corpus48.py, development data since the fourth was drawn),
-`--corpus56` the fourth (tests/analysis/corpus56.py, all "held_out", scored twice),
-`--corpus52` the fifth (tests/analysis/corpus52.py, scored once), `--corpus64` the sixth
-(tests/analysis/corpus64.py, held out for the next change),
+`--corpus56` the fourth and `--corpus52` the fifth (tests/analysis/corpus56.py and
+corpus52.py, development data since the sixth was scored), `--corpus64` the sixth
+(tests/analysis/corpus64.py, held out, scored once),
 `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
 """
 

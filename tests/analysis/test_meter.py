@@ -67,14 +67,18 @@ def _clicks(eighth: float, per_beat: int, seconds: float = 20.0) -> np.ndarray:
     return mono
 
 
+def _silent(frames: int) -> meter.Onsets:
+    zero = np.zeros(frames)
+    return meter.Onsets(zero, zero, zero, zero)
+
+
 def test_the_division_evidence_tells_threes_from_twos() -> None:
     flat = np.zeros((int(20 * FPS), 12))
     nothing = Chroma(flat, flat, flat)
     for per_beat, compound in ((3, True), (2, False)):
         mono = _clicks(0.2, per_beat)  # eighths 0.2 s apart
-        full, low = (meter.autocorrelation(c) for c in meter.onset_strength(mono))
         beat_bpm = 60.0 / (0.2 * per_beat)
-        found = meter.hypotheses(beat_bpm, np.zeros(0), full, low, nothing)
+        found = meter.hypotheses(beat_bpm, np.zeros(0), meter.Onsets.of(mono), nothing)
         at_beat = {h.metre: h.evidence["division"] for h in found if h.factor == 1}
         divides = at_beat["6/8"] if compound else at_beat["4/4"]
         other = at_beat["4/4"] if compound else at_beat["6/8"]
@@ -82,13 +86,65 @@ def test_the_division_evidence_tells_threes_from_twos() -> None:
         assert {h.evidence["harmony"] for h in found} == {0.0}  # no ticks: no harmony
 
 
+def _groove(beat: float, events: dict[str, list[float]], bars: int = 12) -> np.ndarray:
+    """A four-beat pattern repeated `bars` times: `events` maps a sound (kick, snare, hat) to
+    its onsets in beats within the bar."""
+    rate = 44100
+    rng = np.random.default_rng(1)
+    mono = np.zeros(int((bars * 4 + 1) * beat * rate), dtype=np.float32)
+    t = np.arange(int(0.08 * rate)) / rate
+    sounds = {
+        "kick": np.sin(2 * np.pi * 55 * t) * np.exp(-t / 0.05),
+        "snare": np.diff(rng.normal(0, 0.5, len(t) + 1)) * np.exp(-t / 0.04),
+        "hat": np.diff(rng.normal(0, 0.15, len(t) + 1)) * np.exp(-t / 0.01),
+    }
+    for bar in range(bars):
+        for sound, onsets in events.items():
+            for onset in onsets:
+                start = int((bar * 4 + onset) * beat * rate)
+                mono[start : start + len(t)] += sounds[sound].astype(np.float32)
+    return mono
+
+
+def _weighed(mono: np.ndarray, beat: float, shift: float = 0.0) -> dict:
+    """The hypotheses at a tracker on the beat (its ticks `shift` seconds late), by (metre,
+    factor)."""
+    ticks = np.arange(0.0, len(mono) / 44100 - beat, beat) + shift
+    flat = np.zeros((int(len(mono) / 44100 * FPS), 12))
+    found = meter.hypotheses(60 / beat, ticks, meter.Onsets.of(mono), Chroma(flat, flat, flat))
+    return {(h.metre, h.factor): h.evidence for h in found}
+
+
+def test_the_grid_evidence_hears_the_beat_the_backbeat_and_the_swing() -> None:
+    beat = 0.6  # 100 BPM
+    rock = _groove(beat, {"kick": [0, 2], "snare": [1, 3]})
+    found = _weighed(rock, beat, shift=0.03)  # the tracker's ticks a little late
+    right, fast, slow = (found["4/4", Fraction(f)] for f in (1, 2, Fraction(1, 2)))
+    assert right["backbeat"] > 0.2 > max(fast["backbeat"], slow["backbeat"])
+    assert right["accent_low"] > max(fast["accent_low"], slow["accent_low"])
+    # eighths divide the beat in two, triplets in three; a swung eighth (on the last third
+    # only) does neither, though the onsets' autocorrelation hears thirds in it
+    eighths = _weighed(_groove(beat, {"kick": [0, 2], "hat": [i / 2 for i in range(8)]}), beat)
+    assert eighths["4/4", Fraction(1)]["grid_division"] > 0.2
+    triplets = _weighed(_groove(beat, {"kick": [0, 2], "hat": [i / 3 for i in range(12)]}), beat)
+    swing = _weighed(
+        _groove(beat, {"kick": [0, 2], "hat": [i + f for i in range(4) for f in (0, 2 / 3)]}), beat
+    )
+    assert triplets["12/8", Fraction(1)]["grid_division"] > 0.2
+    assert swing["12/8", Fraction(1)]["division"] > 0.0
+    assert abs(swing["12/8", Fraction(1)]["grid_division"]) < 0.1
+    # the kick on the one and nothing else on it: a downbeat every four beats
+    one = _weighed(_groove(beat, {"kick": [0], "hat": [0, 1, 2, 3]}), beat)
+    assert one["4/4", Fraction(1)]["downbeat_low"] > 0.3 > one["3/4", Fraction(1)]["downbeat_low"]
+
+
 def test_a_chord_every_eight_tracker_pulses_halves_the_tempo() -> None:
     # the tracker counts eighths at 140 (ticks 60/140 s apart); the chords change every
     # eight of them: a 4/4 bar of quarter notes at 70
     ticks = np.arange(96) * 60 / 140
     chroma = _chords_every(ticks, 8)
-    zero = np.zeros(4000)
-    found = meter.hypotheses(140.0, ticks, zero, zero, chroma)
+    zero = _silent(4000)
+    found = meter.hypotheses(140.0, ticks, zero, chroma)
     tempo = decide(Track(140.0, ticks, 3.0), found)
     assert tempo.bpm == pytest.approx(70.0) and tempo.factor == 0.5
     assert tempo.metre["metre"] == "4/4" and tempo.metre["timesignature"] == "4"
@@ -96,7 +152,7 @@ def test_a_chord_every_eight_tracker_pulses_halves_the_tempo() -> None:
     # the same changes every three pulses: a bar of three pulses (3/4 at the tracker's tempo,
     # or 6/8 at two thirds of it: with no onsets to say how the beat divides, either)
     chroma = _chords_every(ticks, 3)
-    tempo = decide(Track(140.0, ticks, 3.0), meter.hypotheses(140.0, ticks, zero, zero, chroma))
+    tempo = decide(Track(140.0, ticks, 3.0), meter.hypotheses(140.0, ticks, zero, chroma))
     bar = meter.METRES[tempo.metre["metre"]].beats * 60.0 / tempo.bpm
     assert bar == pytest.approx(3 * 60.0 / 140.0)
     assert tempo.metre["timesignature"] in ("3", "6")
@@ -106,9 +162,9 @@ def test_a_short_clip_weighs_the_harmony_of_the_bars_it_holds_twice() -> None:
     # ten seconds at 120 (20 pulses): it holds two 4/4 bars at half the tracker's tempo (8
     # pulses each), but not two 12/8 bars at a third of it (12 pulses each)
     ticks = np.arange(20) * 0.5
-    zero = np.zeros(2000)
+    zero = _silent(2000)
     found = {(h.metre, h.factor): h for h in meter.hypotheses(
-        120.0, ticks, zero, zero, _chords_every(ticks, 4)
+        120.0, ticks, zero, _chords_every(ticks, 4)
     )}  # fmt: skip
     held, long = found["4/4", Fraction(1)], found["12/8", Fraction(1, 3)]
     assert held.evidence["harmony_part"] > 0.5 and held.evidence["long_bar"] == 0.0
@@ -117,12 +173,13 @@ def test_a_short_clip_weighs_the_harmony_of_the_bars_it_holds_twice() -> None:
     assert {h.evidence["harmony"] for h in found.values()} == {0.0}  # only for whole songs
     # a song that holds two bars of every reading weighs `harmony`, and nothing is long
     ticks = np.arange(64) * 0.5
-    whole = meter.hypotheses(120.0, ticks, zero, zero, _chords_every(ticks, 4))
+    whole = meter.hypotheses(120.0, ticks, zero, _chords_every(ticks, 4))
     assert {h.evidence["long_bar"] for h in whole} == {h.evidence["harmony_part"] for h in whole}
     assert {h.evidence["long_bar"] for h in whole} == {0.0}
     # onset values a reading cannot measure (a lag beyond half the clip) count for none
-    short = np.ones(200)  # 1.2 s of onset frames: lags past 0.6 s are not measured
-    found = meter.hypotheses(120.0, ticks, short, short, _chords_every(ticks, 4))
+    ones = np.ones(200)  # 1.2 s of onset frames: lags past 0.6 s are not measured
+    short = meter.Onsets(ones, ones, ones, ones)
+    found = meter.hypotheses(120.0, ticks, short, _chords_every(ticks, 4))
     assert {h.evidence["full_4"] for h in found} == {0.0} == {h.evidence["low_2"] for h in found}
 
 

@@ -88,8 +88,8 @@ def estimate_tempo(
     tracked = tracked or track(mono)
     if tracked.bpm <= 0:
         return NO_TEMPO
-    full, low = (meter_analysis.autocorrelation(c) for c in meter_analysis.onset_strength(mono))
-    found = meter_analysis.hypotheses(tracked.bpm, tracked.ticks, full, low, chroma)
+    onsets = meter_analysis.Onsets.of(mono)
+    found = meter_analysis.hypotheses(tracked.bpm, tracked.ticks, onsets, chroma)
     return decide(tracked, found)
 
 
