@@ -378,6 +378,7 @@ LATER_TABLES = (
     ("corpus56", "STYLES56"),
     ("corpus52", "STYLES52"),
     ("corpus64", "STYLES64"),
+    ("corpus72", "STYLES72"),
 )
 
 

@@ -26,7 +26,7 @@ Run it from the repository root:
 
     .venv/bin/python -m tests.analysis.measure [module:function ...] [--workers N] [--songs]
         [--dev-extra | --corpus96 dev|test|all | --corpus48 | --corpus56 | --corpus52 | --corpus64
-        | --random]
+        | --corpus72 | --random]
 
 With no estimator named it scores both of the above; `--songs` also prints every song's row;
 `--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
@@ -34,7 +34,8 @@ With no estimator named it scores both of the above; `--songs` also prints every
 the third (tests/analysis/corpus48.py, development data since the fourth was drawn),
 `--corpus56` the fourth and `--corpus52` the fifth (tests/analysis/corpus56.py and
 corpus52.py, development data since the sixth was scored), `--corpus64` the sixth
-(tests/analysis/corpus64.py, held out, scored once),
+(tests/analysis/corpus64.py, held out, scored once), `--corpus72` the seventh
+(tests/analysis/corpus72.py, held out for the next change),
 `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
 """
 
@@ -62,6 +63,13 @@ from tunesmith.dataset.workers import run_all
 
 MODULE = "tests.analysis.measure"
 HALVES = ("dev", "test", "held_out")
+LATER_CORPORA = (  # the corpora written after the second: module, its songs, --flag's help
+    ("corpus48", "SONGS48", "the third corpus"),
+    ("corpus56", "SONGS56", "the fourth corpus"),
+    ("corpus52", "SONGS52", "the fifth corpus"),
+    ("corpus64", "SONGS64", "the sixth corpus (held out, scored once)"),
+    ("corpus72", "SONGS72", "the seventh corpus (held out)"),
+)
 TEMPO_TOLERANCE = 0.04  # MIREX
 TEMPO_LEVELS = (1.0, 2.0, 0.5, 3.0, 1.0 / 3.0)  # MIREX's accuracy 2
 _SPELLING = {"Db": "C#", "D#": "Eb", "Gb": "F#", "G#": "Ab", "A#": "Bb", "Cb": "B", "E#": "F",
@@ -171,23 +179,22 @@ def measure(
 
 def render(songs: Sequence[Song], folder: Path | None = None) -> Path:
     """Render `songs` where missing into their corpus's folder (or `folder`); return it."""
-    from tests.analysis import corpus48, corpus52, corpus56, corpus64, corpus96, random_styles
+    from tests.analysis import corpus96, random_styles
 
-    for corpus, default in (
-        (SONGS, DEFAULT_CACHE),
-        (DEV_EXTRA, EXTRA_CACHE),
+    corpora = [(SONGS, DEFAULT_CACHE), (DEV_EXTRA, EXTRA_CACHE)]
+    corpora += [
         (corpus96.SONGS96, corpus96.CACHE),
-        (corpus48.SONGS48, corpus48.CACHE),
-        (corpus56.SONGS56, corpus56.CACHE),
-        (corpus52.SONGS52, corpus52.CACHE),
-        (corpus64.SONGS64, corpus64.CACHE),
         (random_styles.RANDOM_SONGS, random_styles.CACHE),
-    ):
+    ]
+    for module, table, _ in LATER_CORPORA:
+        corpus = importlib.import_module(f"tests.analysis.{module}")
+        corpora.append((getattr(corpus, table), corpus.CACHE))
+    for corpus, default in corpora:
         if all(song in corpus for song in songs):
             return make_corpus(folder or default, songs=tuple(songs))
     raise ValueError(
-        "measure songs of one corpus at a time: SONGS, DEV_EXTRA, SONGS96, SONGS48, SONGS56, "
-        "SONGS52, SONGS64 or RANDOM_SONGS"
+        "measure songs of one corpus at a time: SONGS, DEV_EXTRA, SONGS96, RANDOM_SONGS or "
+        + ", ".join(table for _, table, _ in LATER_CORPORA)
     )
 
 
@@ -357,10 +364,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--dev-extra", action="store_true", help="the DEV_EXTRA songs instead")
     which.add_argument("--corpus96", choices=("dev", "test", "all"), help="corpus96's songs")
-    which.add_argument("--corpus48", action="store_true", help="the third corpus")
-    which.add_argument("--corpus56", action="store_true", help="the fourth corpus")
-    which.add_argument("--corpus52", action="store_true", help="the fifth corpus")
-    which.add_argument("--corpus64", action="store_true", help="the held-out sixth corpus")
+    for module, _, name in LATER_CORPORA:
+        which.add_argument(f"--{module}", action="store_true", help=name)
     which.add_argument("--random", action="store_true", help="the randomly arranged songs")
     args = parser.parse_args(argv)
     specs = args.estimators or [f"{MODULE}:plain_essentia", f"{MODULE}:tunesmith_labels"]
@@ -369,22 +374,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         from tests.analysis.corpus96 import SONGS96
 
         songs = tuple(s for s in SONGS96 if args.corpus96 in ("all", s.half))
-    if args.corpus48:
-        from tests.analysis.corpus48 import SONGS48
-
-        songs = SONGS48
-    if args.corpus56:
-        from tests.analysis.corpus56 import SONGS56
-
-        songs = SONGS56
-    if args.corpus52:
-        from tests.analysis.corpus52 import SONGS52
-
-        songs = SONGS52
-    if args.corpus64:
-        from tests.analysis.corpus64 import SONGS64
-
-        songs = SONGS64
+    for module, table, _ in LATER_CORPORA:
+        if getattr(args, module):
+            songs = getattr(importlib.import_module(f"tests.analysis.{module}"), table)
     if args.random:
         from tests.analysis.random_styles import RANDOM_SONGS
 

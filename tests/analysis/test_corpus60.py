@@ -11,11 +11,13 @@ tests/analysis/measure.py (docs/conventions/labels.md).
 
 from __future__ import annotations
 
+import json
 import struct
 from collections import Counter
 
 import numpy as np
 import pytest
+import soundfile as sf
 
 from tests.analysis import fit_analysis, measure
 from tests.analysis.corpus60 import (
@@ -27,9 +29,11 @@ from tests.analysis.corpus60 import (
     SCALES,
     SONGS,
     Song,
+    available_fonts,
     bar_seconds,
     bars,
     extra_songs,
+    font_for,
     song_midi,
     split,
 )
@@ -124,6 +128,29 @@ def drawn_as_promised(songs, half: str) -> None:
         assert song.half == half, song.name
         if song.excerpt:
             assert _tonic(song) not in (song.progression[0], song.progression[-1]), song.name
+
+
+def rendered_as_promised(folder, songs, half: str = "held_out") -> None:
+    """A rendered corpus of corpus96's rule: every installed soundfont dealt as corpus60
+    deals them, truth.json saying what the songs say, each file in its format, stereo at
+    44.1 kHz, 12 to 50 s long, an excerpt cut at its last bar line."""
+    truth = json.loads((folder / "truth.json").read_text(encoding="utf-8"))["songs"]
+    entries = {t["name"]: t for t in truth}
+    installed = available_fonts()
+    assert {entries[s.name]["font"] for s in songs} == set(installed)
+    for song in songs:
+        entry = entries[song.name]
+        assert entry["font"] == font_for(song, installed)
+        assert (entry["bpm"], entry["keyscale"], entry["timesignature"], entry["half"]) == (
+            song.bpm, song.keyscale, song.timesignature, half,
+        )  # fmt: skip
+        info = sf.info(folder / song.filename)
+        assert info.samplerate == 44100 and info.channels == 2
+        assert {"wav": "WAV", "flac": "FLAC", "mp3": "MP3", "ogg": "OGG"}[song.fmt] == info.format
+        length = bars(song) * bar_seconds(song)
+        if song.excerpt:  # cut at its last bar line (MP3 pads a little)
+            assert info.duration == pytest.approx(length, abs=0.1), song.name
+        assert 12 < info.duration < 50, (song.name, info.duration)
 
 
 def midi_says_what_the_truth_says(song: Song) -> None:

@@ -10,11 +10,9 @@ KeyExtractor at their defaults) is measured in the same run.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import pytest
-import soundfile as sf
 
 from tests.analysis import (
     corpus48,
@@ -26,7 +24,11 @@ from tests.analysis import (
     random_styles,
 )
 from tests.analysis.corpus64 import CACHE, SONGS64, STYLES64, make_corpus64, songs64
-from tests.analysis.test_corpus60 import drawn_as_promised, midi_says_what_the_truth_says
+from tests.analysis.test_corpus60 import (
+    drawn_as_promised,
+    midi_says_what_the_truth_says,
+    rendered_as_promised,
+)
 
 
 def test_the_corpus_is_what_it_promises() -> None:
@@ -64,23 +66,7 @@ def corpus():
 @pytest.mark.slow
 def test_it_renders_with_every_installed_soundfont(corpus) -> None:
     assert corpus == CACHE
-    truth = json.loads((corpus / "truth.json").read_text(encoding="utf-8"))["songs"]
-    entries = {t["name"]: t for t in truth}
-    installed = corpus60.available_fonts()
-    assert {entries[s.name]["font"] for s in SONGS64} == set(installed)
-    for song in SONGS64:
-        entry = entries[song.name]
-        assert entry["font"] == corpus60.font_for(song, installed)
-        assert (entry["bpm"], entry["keyscale"], entry["timesignature"], entry["half"]) == (
-            song.bpm, song.keyscale, song.timesignature, "held_out",
-        )  # fmt: skip
-        info = sf.info(corpus / song.filename)
-        assert info.samplerate == 44100 and info.channels == 2
-        assert {"wav": "WAV", "flac": "FLAC", "mp3": "MP3", "ogg": "OGG"}[song.fmt] == info.format
-        length = corpus60.bars(song) * corpus60.bar_seconds(song)
-        if song.excerpt:  # cut at its last bar line (MP3 pads a little)
-            assert info.duration == pytest.approx(length, abs=0.1), song.name
-        assert 12 < info.duration < 50, (song.name, info.duration)
+    rendered_as_promised(corpus, SONGS64)
 
 
 @pytest.fixture(scope="module")
