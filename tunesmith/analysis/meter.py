@@ -309,6 +309,9 @@ def grid_evidence(
       the second third only, a compound beat's eighths on both.
     - `downbeat_full`, `downbeat_low`: the strongest beat of the bar (over the bar's
       phases) against the others: a kick, a bass note or a strum on the one.
+    - `backbeat` (bars of an even number of beats): the bass (under LOW_BAND_HZ) and the
+      treble (the rest) taking turns, odd beats against even ones in each, the one's
+      contrast times minus the other's: a kick on one and three, a snare on two and four.
 
     "a against b" is _contrast of the mean strengths, -1 to 1; the beat's phase, where the
     reading's beat is longer than the tracker's pulse, is the one whose beats are loudest.
@@ -324,7 +327,7 @@ def grid_evidence(
     positions = np.arange(n, dtype=float)
     # phases: every pulse or half pulse (a 2/3 reading's beat falls between pulses) that
     # starts a beat; a reading at or faster than the pulse starts on the first one
-    grain = 1.0 if float(step).is_integer() or step < 1 else 0.5
+    grain = 1.0 if float(step).is_integer() else 0.5
     phases = np.arange(0.0, step, grain) if step > 1 else np.zeros(1)
     best = None
     for phase in phases:
@@ -361,12 +364,13 @@ def grid_evidence(
         evidence[f"downbeat_{name}"] = _contrast(by_bar[one], others)
     evidence["backbeat"] = 0.0
     if bar.beats % 2 == 0 and len(on_beat[1]) >= 4:
-        high = np.maximum(onsets.full - onsets.low, 0.0)
-        high = high / high.mean() if high.mean() > 0 else high
-        beats = {"low": on_beat[1], "high": strength(high, 0.0)}
-        pairs = {k: v[: len(v) // 2 * 2].reshape(-1, 2).mean(axis=0) for k, v in beats.items()}
-        low, high = (_contrast(*pairs[k]) for k in ("low", "high"))
-        evidence["backbeat"] = -low * high
+        treble = np.maximum(onsets.full - onsets.low, 0.0)
+        treble = treble / treble.mean() if treble.mean() > 0 else treble
+        turns = []
+        for beats in (on_beat[1], strength(treble, 0.0)):
+            odd, even = beats[: len(beats) // 2 * 2].reshape(-1, 2).mean(axis=0)
+            turns.append(_contrast(odd, even))
+        evidence["backbeat"] = -turns[0] * turns[1]
     return evidence
 
 
