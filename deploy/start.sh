@@ -21,6 +21,8 @@ Environment (required):
 Environment (optional):
   TUNESMITH_DATASETS, TUNESMITH_OUT, TUNESMITH_STORE, TUNESMITH_MODELS   data roots
   TUNESMITH_VENV        the virtualenv with tunesmith installed (default: .venv in the repo)
+  TUNESMITH_STOP_GRACE  seconds the two get to stop after Ctrl-C / SIGTERM before they are
+                        killed (default 60)
 USAGE
 }
 
@@ -85,10 +87,27 @@ fi
 # The pool's limit lives in the database: this machine's count replaces the last one set.
 "$bin/dagster" instance concurrency set gpu "$gpus"
 
+# Seconds the daemon and the webserver get to stop after SIGTERM before they are killed, as
+# systemd's TimeoutStopSec does: dagster-daemon joins each of its threads for up to 30 s, and
+# under load one has been seen to outlast 90 s. Their state is in the database; a kill loses
+# nothing a run needs.
+grace="${TUNESMITH_STOP_GRACE:-60}"
 pids=()
 stop() {
   trap - INT TERM
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  local alive=()
+  for ((tenth = 0; tenth < grace * 10; tenth++)); do
+    alive=()
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+    [[ ${#alive[@]} -gt 0 ]] || break
+    sleep 0.1
+  done
+  for pid in "${alive[@]}"; do
+    echo "start.sh: process $pid did not stop within $grace s of SIGTERM; killing it" >&2
+    pkill -KILL -P "$pid" 2>/dev/null || true  # its code servers
+    kill -KILL "$pid" 2>/dev/null || true
+  done
   wait || true
 }
 trap 'stop; exit 0' INT TERM

@@ -4,8 +4,12 @@ the Helm values (parsed and checked against the code; see the last test's docstr
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -94,3 +98,55 @@ def test_the_helm_values_agree_with_the_code():
     for path in ("deploy/k8s/values.yaml", "docs/deploy.md", "README.md"):
         versions = set(re.findall(r"--version (\S+)", (REPO / path).read_text()))
         assert versions == {dg.__version__}, path
+
+
+def test_start_sh_kills_what_does_not_stop_within_its_grace(tmp_path):
+    """deploy/start.sh on SIGTERM stops the daemon and the webserver; one that outlasts
+    TUNESMITH_STOP_GRACE is killed with its children, and the script still exits 0 (here with
+    stand-ins: a daemon that ignores SIGTERM, with a child, and a webserver that obeys)."""
+    bin_ = tmp_path / "venv" / "bin"
+    bin_.mkdir(parents=True)
+    ready = tmp_path / "daemon-ready"
+    tools = {
+        "dagster": "#!/bin/sh\nexit 0\n",
+        "dagster-daemon": f"#!/bin/bash\ntrap '' TERM\ntouch {ready}\nsleep 1000\n",
+        "dagster-webserver": "#!/bin/sh\nexec sleep 1000\n",
+    }
+    for name, text in tools.items():
+        (bin_ / name).write_text(text)
+        (bin_ / name).chmod(0o755)
+    env = {**os.environ, **PG_ENV, "DAGSTER_HOME": str(tmp_path / "home")}
+    env |= {"TUNESMITH_VENV": str(tmp_path / "venv"), "TUNESMITH_STOP_GRACE": "2"}
+    script = subprocess.Popen(
+        ["bash", str(REPO / "deploy" / "start.sh"), "--gpus", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), script.stderr.read() if script.poll() is not None else "no daemon"
+        script.send_signal(signal.SIGTERM)
+        out, err = script.communicate(timeout=30)
+        assert script.returncode == 0, err
+        assert "daemon pid" in out
+        assert "did not stop within 2 s of SIGTERM; killing it" in err
+        deadline = time.monotonic() + 10
+        while _group_alive(script.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _group_alive(script.pid)  # the daemon's child too
+    finally:
+        if _group_alive(script.pid):
+            os.killpg(script.pid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
