@@ -66,7 +66,7 @@ from tunesmith.dataset.workers import run_all
 
 MODULE = "tests.analysis.fit_analysis"
 CACHE = Path(__file__).resolve().parents[2] / "data" / "cache" / "fit_analysis"
-CACHE_VERSION = "3"  # bump when what measure() stores changes
+CACHE_VERSION = "4"  # bump when what measure() stores changes
 L2 = 0.1
 FOLDS = 4
 TEMPO_TOLERANCE = 0.04
@@ -171,12 +171,9 @@ def measure(song: DevSong) -> dict[str, np.ndarray]:
     """What the two choices are made from, as analyze_audio computes it (cached)."""
     cut = f"@{song.seconds:g}s" if song.seconds else ""
     cached = CACHE / CACHE_VERSION / song.source / f"{song.name}{cut}.npz"
-    stored: dict[str, np.ndarray] = {}
     if cached.is_file():
-        with np.load(cached, allow_pickle=False) as npz:
-            stored = dict(npz)
-        if "full_onset" in stored:
-            return stored
+        with np.load(cached, allow_pickle=False) as stored:
+            return dict(stored)
     import essentia
 
     essentia.log.infoActive = False
@@ -190,9 +187,6 @@ def measure(song: DevSong) -> dict[str, np.ndarray]:
         start = len(mono) // 3
         mono = mono[start : start + int(song.seconds * audio.ANALYSIS_SAMPLE_RATE)]
     full_onset, low_onset = meter.onset_strength(mono)
-    if stored:  # measured before the onset curves were kept: only they are new
-        _save(cached, stored | {"full_onset": full_onset, "low_onset": low_onset})
-        return stored | {"full_onset": full_onset, "low_onset": low_onset}
     found = chroma.chroma(mono)
     tracked = tempo.track(mono)
     full, low = (meter.autocorrelation(c) for c in (full_onset, low_onset))
@@ -211,15 +205,11 @@ def measure(song: DevSong) -> dict[str, np.ndarray]:
         "full_onset": full_onset,
         "low_onset": low_onset,
     }
-    _save(cached, values)
-    return values
-
-
-def _save(cached: Path, values: dict[str, np.ndarray]) -> None:
     cached.parent.mkdir(parents=True, exist_ok=True)
     partial = cached.with_name(f".{cached.stem}.part.npz")
     np.savez(partial, **values)
     partial.replace(cached)
+    return values
 
 
 def _acf(values: dict, name: str) -> np.ndarray:

@@ -13,10 +13,7 @@ import pytest
 
 from tests.analysis import corpus48, corpus52, corpus56, corpus60, corpus64, corpus96, random_styles
 from tests.analysis.corpus72 import SONGS72, STYLES72, songs72
-from tests.analysis.test_corpus60 import (
-    drawn_as_promised,
-    midi_says_what_the_truth_says,
-)
+from tests.analysis.test_corpus60 import drawn_as_promised, midi_says_what_the_truth_says
 
 
 def test_the_corpus_is_what_it_promises() -> None:

@@ -96,6 +96,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
@@ -241,6 +242,17 @@ class Onsets:
         full, low = onset_strength(mono)
         return cls(full, low, autocorrelation(full), autocorrelation(low))
 
+    @cached_property
+    def in_means(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The full band, the low band and the treble (full minus low), each in units of its
+        own mean (zeros where silent): what grid_evidence reads, once a clip."""
+        treble = np.maximum(self.full - self.low, 0.0)
+        full, low, treble = (
+            c / c.mean() if c.mean() > 0 else np.zeros_like(c)
+            for c in (self.full, self.low, treble)
+        )
+        return full, low, treble
+
 
 def hypotheses(
     tracker_bpm: float,
@@ -321,38 +333,29 @@ def grid_evidence(
     step = 1.0 / float(factor)  # the beat, in tracker pulses
     if n < 4:
         return missing
-    curves = tuple(
-        c / c.mean() if c.mean() > 0 else np.zeros_like(c) for c in (onsets.full, onsets.low)
-    )
+    full, low, treble = onsets.in_means
     positions = np.arange(n, dtype=float)
+
+    def at(curve: np.ndarray, beats: np.ndarray, fraction: float = 0.0) -> np.ndarray:
+        """The strength `fraction` of a beat after each beat start (in tracker pulses)."""
+        return _on_grid(curve, np.interp(beats + fraction * step, positions, ticks), shift)
+
     # phases: every pulse or half pulse (a 2/3 reading's beat falls between pulses) that
     # starts a beat; a reading at or faster than the pulse starts on the first one
     grain = 1.0 if float(step).is_integer() else 0.5
     phases = np.arange(0.0, step, grain) if step > 1 else np.zeros(1)
-    best = None
-    for phase in phases:
-        starts = np.arange(phase, n - 1 - step + 1e-9, step)
-        if len(starts) < 2:
-            return missing
+    candidates = [np.arange(phase, n - 1 - step + 1e-9, step) for phase in phases]
+    if min(len(c) for c in candidates) < 2:
+        return missing
+    starts = max(candidates, key=lambda c: at(full, c).mean() + at(low, c).mean())
 
-        def strength(curve: np.ndarray, fraction: float, starts=starts) -> np.ndarray:
-            times = np.interp(starts + fraction * step, positions, ticks)
-            return _on_grid(curve, times, shift)
-
-        on_beat = strength(curves[0], 0.0), strength(curves[1], 0.0)
-        loudness = float(on_beat[0].mean() + on_beat[1].mean())
-        if best is None or loudness > best[0]:
-            best = (loudness, on_beat, strength)
-    _, on_beat, strength = best
-    full_thirds = [strength(curves[0], f).mean() for f in (1 / 3, 2 / 3)]
-    full_half = strength(curves[0], 0.5).mean()
-    triple = _contrast(min(full_thirds), full_half)
+    full_thirds = [at(full, starts, f).mean() for f in (1 / 3, 2 / 3)]
+    triple = _contrast(min(full_thirds), at(full, starts, 0.5).mean())
     evidence = {"grid_division": triple if bar.compound else -triple}
-    for name, curve, beats in (("full", curves[0], on_beat[0]), ("low", curves[1], on_beat[1])):
-        if bar.compound:
-            between = np.mean([strength(curve, f).mean() for f in (1 / 3, 2 / 3)])
-        else:
-            between = strength(curve, 0.5).mean()
+    divisions = (1 / 3, 2 / 3) if bar.compound else (0.5,)
+    for name, curve in (("full", full), ("low", low)):
+        beats = at(curve, starts)
+        between = np.mean([at(curve, starts, f).mean() for f in divisions])
         evidence[f"accent_{name}"] = _contrast(beats.mean(), between)
         whole = len(beats) // bar.beats * bar.beats
         if whole < 2 * bar.beats:
@@ -363,11 +366,10 @@ def grid_evidence(
         others = (by_bar.sum() - by_bar[one]) / (bar.beats - 1)
         evidence[f"downbeat_{name}"] = _contrast(by_bar[one], others)
     evidence["backbeat"] = 0.0
-    if bar.beats % 2 == 0 and len(on_beat[1]) >= 4:
-        treble = np.maximum(onsets.full - onsets.low, 0.0)
-        treble = treble / treble.mean() if treble.mean() > 0 else treble
+    if bar.beats % 2 == 0 and len(starts) >= 4:
         turns = []
-        for beats in (on_beat[1], strength(treble, 0.0)):
+        for curve in (low, treble):
+            beats = at(curve, starts)
             odd, even = beats[: len(beats) // 2 * 2].reshape(-1, 2).mean(axis=0)
             turns.append(_contrast(odd, even))
         evidence["backbeat"] = -turns[0] * turns[1]
