@@ -93,7 +93,7 @@ class Song:
     progression: tuple[str, ...]  # roman numerals, upper case major, lower case minor
     programs: tuple[int, int, int]  # GM programs (0-based) of bass, chords, melody
     fmt: Literal["wav", "flac", "mp3"]
-    half: Literal["tuning", "held-out"]
+    half: Literal["tuning", "held-out", "extra"]
 
     @property
     def filename(self) -> str:
@@ -154,13 +154,54 @@ SONGS: tuple[Song, ...] = (
 )  # fmt: skip
 
 
-def make_corpus(folder: Path | None = None) -> Path:
-    """Render every song of SONGS that is missing into `folder`; return the folder.
+# Each groove's tempi, as the table above writes them (a hip-hop groove at 80-100 with eighth
+# hats, drum and bass at 160-180 with its snare on 2 and 4, sixteenth hats at 72-112).
+TEMPI = {"ballad": (62, 80), "hiphop": (80, 100), "pop": (96, 124), "house": (118, 132),
+         "rock": (120, 150), "punk": (145, 185), "dnb": (160, 180),
+         "sixteenths": (72, 112)}  # fmt: skip
+EXTRA_COUNT = 6  # songs a groove
+TONICS = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
+EXTRA_CACHE = DEFAULT_CACHE.with_name("corpus_extra")
+
+
+def extra_songs(count: int = EXTRA_COUNT, seed: str = "corpus22-extra-1") -> tuple[Song, ...]:
+    """More songs of the same generator, `count` a groove, development data only (half
+    "extra"): a tempo in the groove's range, any key, a progression and instruments of the
+    tuning half's songs (that progression's mode), drawn from `seed`."""
+    rng = random.Random(seed)
+    tuning = [s for s in SONGS if s.half == "tuning"]
+    songs = []
+    for groove, (low, high) in TEMPI.items():
+        for i in range(count):
+            scale = rng.choice(("major", "minor"))
+            progression = rng.choice(sorted({s.progression for s in tuning if s.scale == scale}))
+            programs = tuple(rng.choice(sorted({s.programs[k] for s in tuning})) for k in range(3))
+            songs.append(
+                Song(
+                    name=f"extra_{groove}_{i}",
+                    bpm=rng.randint(low, high),
+                    tonic=rng.choice(TONICS),
+                    scale=scale,
+                    groove=groove,
+                    progression=progression,
+                    programs=programs,  # type: ignore[arg-type]
+                    fmt=rng.choice(("wav", "flac", "mp3")),
+                    half="extra",
+                )
+            )
+    return tuple(songs)
+
+
+EXTRA_SONGS = extra_songs()
+
+
+def make_corpus(folder: Path | None = None, songs: tuple[Song, ...] = SONGS) -> Path:
+    """Render every song of `songs` that is missing into `folder`; return the folder.
 
     `folder/truth.json` lists each song with its truth. Raises RuntimeError naming the
     Debian packages when fluidsynth or the soundfont is missing.
     """
-    folder = Path(folder or DEFAULT_CACHE)
+    folder = Path(folder or (DEFAULT_CACHE if songs == SONGS else EXTRA_CACHE))
     fluidsynth = shutil.which("fluidsynth")
     if fluidsynth is None or not SOUNDFONT.is_file():
         raise RuntimeError(
@@ -169,12 +210,12 @@ def make_corpus(folder: Path | None = None) -> Path:
         )
     stamp = _stamp(fluidsynth)
     truth_path = folder / "truth.json"
-    truth = {"stamp": stamp, "songs": [asdict(s) | {"filename": s.filename} for s in SONGS]}
+    truth = {"stamp": stamp, "songs": [asdict(s) | {"filename": s.filename} for s in songs]}
     truth = json.loads(json.dumps(truth))  # as read back: tuples are lists
-    if _read_json(truth_path) == truth and all((folder / s.filename).is_file() for s in SONGS):
+    if _read_json(truth_path) == truth and all((folder / s.filename).is_file() for s in songs):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    for song in SONGS:
+    for song in songs:
         _render(song, folder / song.filename, fluidsynth)
     truth_path.write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
     return folder

@@ -138,24 +138,26 @@ def test_the_grid_evidence_hears_the_beat_the_backbeat_and_the_swing() -> None:
     assert one["4/4", Fraction(1)]["downbeat_low"] > 0.3 > one["3/4", Fraction(1)]["downbeat_low"]
 
 
-def test_a_chord_every_eight_tracker_pulses_halves_the_tempo() -> None:
-    # the tracker counts eighths at 140 (ticks 60/140 s apart); the chords change every
-    # eight of them: a 4/4 bar of quarter notes at 70
+def test_the_chords_move_the_choice_towards_the_bar_they_change_at() -> None:
+    # the tracker counts 140 a minute (ticks 60/140 s apart) and a click sounds on every one
+    # of its pulses: the onsets alone do not say the level. Chords changing every eight
+    # pulses (a 4/4 bar of quarter notes at 70) make the 70 reading ten times likelier than
+    # chords changing every four; chords every three pulses give a bar of three pulses.
     ticks = np.arange(96) * 60 / 140
-    chroma = _chords_every(ticks, 8)
-    zero = _silent(4000)
-    found = meter.hypotheses(140.0, ticks, zero, chroma)
+    clicks = meter.Onsets.of(_clicks(60 / 140, 1, seconds=ticks[-1] + 1))
+
+    def at_70(pulses_a_bar: int) -> float:
+        found = meter.hypotheses(140.0, ticks, clicks, _chords_every(ticks, pulses_a_bar))
+        p = meter.probabilities(found)
+        return sum(q for q, h in zip(p, found, strict=True) if h.bpm == pytest.approx(70.0))
+
+    assert at_70(8) > 10 * at_70(4)
+    found = meter.hypotheses(140.0, ticks, clicks, _chords_every(ticks, 3))
     tempo = decide(Track(140.0, ticks, 3.0), found)
-    assert tempo.bpm == pytest.approx(70.0) and tempo.factor == 0.5
-    assert tempo.metre["metre"] == "4/4" and tempo.metre["timesignature"] == "4"
-    assert 0 < tempo.confidence <= 1 and tempo.tracker_bpm == 140.0
-    # the same changes every three pulses: a bar of three pulses (3/4 at the tracker's tempo,
-    # or 6/8 at two thirds of it: with no onsets to say how the beat divides, either)
-    chroma = _chords_every(ticks, 3)
-    tempo = decide(Track(140.0, ticks, 3.0), meter.hypotheses(140.0, ticks, zero, chroma))
     bar = meter.METRES[tempo.metre["metre"]].beats * 60.0 / tempo.bpm
     assert bar == pytest.approx(3 * 60.0 / 140.0)
     assert tempo.metre["timesignature"] in ("3", "6")
+    assert 0 < tempo.confidence <= 1 and tempo.tracker_bpm == 140.0
 
 
 def test_a_short_clip_weighs_the_harmony_of_the_bars_it_holds_twice() -> None:
@@ -183,17 +185,47 @@ def test_a_short_clip_weighs_the_harmony_of_the_bars_it_holds_twice() -> None:
     assert {h.evidence["full_4"] for h in found} == {0.0} == {h.evidence["low_2"] for h in found}
 
 
-def test_every_hypothesis_has_a_prior_and_a_whole_number_of_half_pulses_a_bar() -> None:
+def test_every_hypothesis_has_its_inputs_and_a_whole_number_of_half_pulses_a_bar() -> None:
     for name, bar in meter.METRES.items():
         for factor in meter.FACTORS[name]:
-            assert factor in meter.TRACKER_PRIOR
+            assert factor in (*meter.PRIOR_FACTORS, Fraction(1))
             assert (2 * bar.beats / factor).denominator == 1
-    assert meter.TRACKER_PRIOR[Fraction(1)] == 0.0
+            h = meter.Hypothesis(name, factor, 120.0, dict.fromkeys(meter.FEATURES, 0.5))
+            row = dict(zip(meter.INPUTS, h.inputs(), strict=True))
+            assert row[f"factor {factor}"] == 1.0 if factor != 1 else f"factor {factor}" not in row
+            assert sum(v for k, v in row.items() if k.startswith("metre ")) == (name != "4/4")
     assert meter.calibrated(meter.REVIEW_PROBABILITY, meter.REVIEW_PROBABILITY) == (
         pytest.approx(0.5)
     )
     assert meter.calibrated(1.0, 0.8) == 1.0 and meter.calibrated(0.0, 0.8) == 0.0
     assert meter.calibrated(0.9, 0.8) > 0.5 > meter.calibrated(0.7, 0.8)
+
+
+def test_the_level_model_is_read_from_its_safetensors_file_and_refuses_other_inputs(
+    tmp_path,
+) -> None:
+    from safetensors.numpy import save_file
+
+    shipped = meter.level_model()
+    members, hidden, inputs = shipped.hidden_weight.shape
+    assert inputs == len(meter.INPUTS) and shipped.out_weight.shape == (members, hidden)
+    assert len(meter.model_digest()) == 64
+    # saved and read back, it scores alike
+    shipped.save(tmp_path / "model.safetensors", "a copy")
+    copy = meter.LevelModel.load(tmp_path / "model.safetensors")
+    rows = np.random.default_rng(0).normal(size=(7, inputs))
+    assert copy.log_odds(rows) == pytest.approx(shipped.log_odds(rows), abs=1e-5)
+    # the mean of its members' scores, each a network of one tanh layer
+    hidden = np.tanh(rows @ shipped.hidden_weight[0].T + shipped.hidden_bias[0])
+    one = hidden @ shipped.out_weight[0]
+    alone = meter.LevelModel(*(a[:1] for a in vars(shipped).values()))
+    assert alone.log_odds(rows) == pytest.approx(one)
+    # a file fitted on other inputs is refused by name, not read in the wrong order
+    tensors = {"hidden.weight": shipped.hidden_weight[:, :, :-1].copy(),
+               "hidden.bias": shipped.hidden_bias, "out.weight": shipped.out_weight}  # fmt: skip
+    save_file(tensors, tmp_path / "older.safetensors", {"inputs": '["harmony", "division"]'})
+    with pytest.raises(ValueError, match="older.safetensors: fitted for the inputs"):
+        meter.LevelModel.load(tmp_path / "older.safetensors")
 
 
 def _song(name: str):

@@ -82,9 +82,7 @@ ANALYSIS_PARAMS: dict = {
         "max_tempo": meter_analysis.MAX_TEMPO,
         "onset_strength": "log spectral flux, full band and under "
         f"{meter_analysis.LOW_BAND_HZ:g} Hz, hop {meter_analysis.HOP}",
-        "weights": meter_analysis.WEIGHTS,
-        "tracker_prior": {str(k): v for k, v in meter_analysis.TRACKER_PRIOR.items()},
-        "metre_prior": meter_analysis.METRE_PRIOR,
+        "level_model": meter_analysis.model_digest(),
         "review_probability": {
             "tempo": tempo_analysis.REVIEW_PROBABILITY,
             "timesignature": meter_analysis.REVIEW_PROBABILITY,

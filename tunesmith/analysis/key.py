@@ -77,12 +77,12 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 6.385,
+    "profile": 6.345,
     "extractor": 1.866,
-    "start_end": 1.788,
-    "start_end_bass": 2.144,
-    "tonic_chord": 3.587,
-    "diatonic_chords": 13.598,
+    "start_end": 2.561,
+    "start_end_bass": 1.885,
+    "tonic_chord": 3.872,
+    "diatonic_chords": 13.762,
 }
 REVIEW_PROBABILITY = 0.75  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
