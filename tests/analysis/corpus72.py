@@ -2,8 +2,9 @@
 
 The sixth corpus (tests/analysis/corpus64.py) was scored once, with the beat's grid evidence
 (docs/conventions/labels.md). This one was written after that scoring and before anything
-else was changed, and it is kept for the next change to be measured on, once everything is
-set; no choice looks at it. Its 18 arrangements:
+else was changed, and kept for the next change (the level model that weighs the values
+together), then scored once, with everything set; no choice looked at it before. Its 18
+arrangements:
 
 - 4/4 with drums: a slow R&B groove (sixteenth hats, a rim click on 2 and 4, a syncopated
   kick), dubstep (half time: the snare on beat 3 only), UK garage (two-step kick, swung

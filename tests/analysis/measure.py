@@ -34,8 +34,8 @@ With no estimator named it scores both of the above; `--songs` also prints every
 the third (tests/analysis/corpus48.py, development data since the fourth was drawn),
 `--corpus56` the fourth and `--corpus52` the fifth (tests/analysis/corpus56.py and
 corpus52.py, development data since the sixth was scored), `--corpus64` the sixth
-(tests/analysis/corpus64.py, held out, scored once), `--corpus72` the seventh
-(tests/analysis/corpus72.py, held out for the next change),
+(tests/analysis/corpus64.py, development data since the seventh was scored), `--corpus72`
+the seventh (tests/analysis/corpus72.py, held out, scored once),
 `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
 """
 
@@ -67,8 +67,8 @@ LATER_CORPORA = (  # the corpora written after the second: module, its songs, --
     ("corpus48", "SONGS48", "the third corpus"),
     ("corpus56", "SONGS56", "the fourth corpus"),
     ("corpus52", "SONGS52", "the fifth corpus"),
-    ("corpus64", "SONGS64", "the sixth corpus (held out, scored once)"),
-    ("corpus72", "SONGS72", "the seventh corpus (held out)"),
+    ("corpus64", "SONGS64", "the sixth corpus (development data since the seventh was scored)"),
+    ("corpus72", "SONGS72", "the seventh corpus (held out, scored once)"),
 )
 TEMPO_TOLERANCE = 0.04  # MIREX
 TEMPO_LEVELS = (1.0, 2.0, 0.5, 3.0, 1.0 / 3.0)  # MIREX's accuracy 2
@@ -374,9 +374,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         from tests.analysis.corpus96 import SONGS96
 
         songs = tuple(s for s in SONGS96 if args.corpus96 in ("all", s.half))
-    for module, table, _ in LATER_CORPORA:
+    for module, name, _ in LATER_CORPORA:
         if getattr(args, module):
-            songs = getattr(importlib.import_module(f"tests.analysis.{module}"), table)
+            songs = getattr(importlib.import_module(f"tests.analysis.{module}"), name)
     if args.random:
         from tests.analysis.random_styles import RANDOM_SONGS
 
@@ -388,6 +388,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.songs:
         print(song_table(results), end="\n\n")
     print(table(scores(results)))
+    if "tunesmith_labels" in results:
+        for half in sorted({s.half for s in songs}):
+            print(f"review list, {half}: " + review_line(results["tunesmith_labels"], half))
 
 
 if __name__ == "__main__":
