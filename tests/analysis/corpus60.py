@@ -379,6 +379,7 @@ LATER_TABLES = (
     ("corpus52", "STYLES52"),
     ("corpus64", "STYLES64"),
     ("corpus72", "STYLES72"),
+    ("corpus80", "STYLES80"),
 )
 
 

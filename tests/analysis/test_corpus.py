@@ -86,3 +86,21 @@ def test_twenty_of_the_tempi_and_fifteen_in_sixteen_keys_are_right(results) -> N
     assert tempo >= 20, wrong
     wrong = [s.name for s in SONGS if results["stage"][s.name][1:] != (s.tonic, s.scale)]
     assert key / len(SONGS) >= 15 / 16, wrong
+
+
+def test_the_extra_songs_are_more_of_the_tuning_half() -> None:
+    # development data only (tests/analysis/fit_analysis.py): six a groove, in its tempi, with
+    # the tuning half's progressions and instruments; none shares a name with the table
+    from collections import Counter
+
+    from tests.analysis.corpus import EXTRA_SONGS, TEMPI, extra_songs
+
+    assert extra_songs() == EXTRA_SONGS and len(EXTRA_SONGS) == 6 * len(TEMPI)
+    assert Counter(s.groove for s in EXTRA_SONGS) == dict.fromkeys(TEMPI, 6)
+    assert not {s.name for s in EXTRA_SONGS} & {s.name for s in SONGS}
+    tuning = [s for s in SONGS if s.half == "tuning"]
+    for song in EXTRA_SONGS:
+        low, high = TEMPI[song.groove]
+        assert low <= song.bpm <= high and song.half == "extra"
+        assert song.progression in {s.progression for s in tuning if s.scale == song.scale}
+        assert all(p in {s.programs[i] for s in tuning} for i, p in enumerate(song.programs))
