@@ -533,10 +533,11 @@ def main(argv=None) -> None:
     if args.write:
         model.save(meter.MODEL_FILE, f"tests/analysis/fit_analysis.py on {counts}")
         print(f"\nwrote {meter.MODEL_FILE}")
-    if not meter.MODEL_FILE.is_file():
-        print(f"no level model at {meter.MODEL_FILE}: run with --write")
+    try:
+        shipped = meter.level_model()
+    except (FileNotFoundError, ValueError) as error:
+        print(f"no level model for these inputs ({error}): run with --write")
         return
-    shipped = meter.level_model()
     chooses = all(
         int(np.argmax(shipped.log_odds(x))) == int(np.argmax(model.log_odds(x)))
         for x, _ in tempo_problem
