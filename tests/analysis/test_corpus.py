@@ -1,8 +1,10 @@
 """The labels stage's tempo and key against plain Essentia, on songs rendered from MIDI.
 
 The corpus (tests/analysis/corpus.py) has a "tuning" half the analysis was adjusted on and
-a "held-out" half it was not; the stage must do at least as well as plain Essentia on each,
-and get at least 15 of every 16 tempi and keys right overall.
+a "held-out" half it was not (since 48 more songs of its generator became development data,
+the held-out half is a check of songs like those, not of unseen ones); the stage must do at
+least as well as plain Essentia on each, read every tempo right, and at least 15 of every 16
+keys.
 """
 
 from __future__ import annotations
@@ -76,14 +78,13 @@ def test_the_stage_does_at_least_as_well_as_plain_essentia(results, half: str) -
 
 
 @pytest.mark.slow
-def test_twenty_of_the_tempi_and_fifteen_in_sixteen_keys_are_right(results) -> None:
+def test_every_tempo_and_fifteen_in_sixteen_keys_are_right(results) -> None:
     tempo, key = _score(results["stage"], list(SONGS))
     wrong = [s.name for s in SONGS if not tempo_right(results["stage"][s.name][0], s)]
-    # 21 of 22 before the bar's onset evidence (analysis.meter's bar_full and bar_low), which
-    # gained 6 tempi of the fifth corpus's 52 held-out songs and 25 of the 891 development
-    # songs', and reads two of these sixteenth-note pop grooves at double
-    # (docs/conventions/labels.md, "The bar's onsets, and the fifth corpus held out")
-    assert tempo >= 20, wrong
+    # 20 with the weighted sum of the bar's onset evidence (two of the sixteenth-note pop
+    # grooves at double); 22 with the level model, once 48 more songs of this generator were
+    # development data (docs/conventions/labels.md, "A model that weighs the values together")
+    assert tempo >= 22, wrong
     wrong = [s.name for s in SONGS if results["stage"][s.name][1:] != (s.tonic, s.scale)]
     assert key / len(SONGS) >= 15 / 16, wrong
 
