@@ -37,6 +37,8 @@ from typing import Literal
 import numpy as np
 import soundfile as sf
 
+from tunesmith.analysis.chroma import PITCH_CLASSES
+
 CORPUS_VERSION = 1  # bump when a song or the rendering changes
 SOUNDFONT = Path("/usr/share/sounds/sf2/FluidR3_GM.sf2")
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "data" / "cache" / "corpus"
@@ -160,7 +162,6 @@ TEMPI = {"ballad": (62, 80), "hiphop": (80, 100), "pop": (96, 124), "house": (11
          "rock": (120, 150), "punk": (145, 185), "dnb": (160, 180),
          "sixteenths": (72, 112)}  # fmt: skip
 EXTRA_COUNT = 6  # songs a groove
-TONICS = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
 EXTRA_CACHE = DEFAULT_CACHE.with_name("corpus_extra")
 
 
@@ -180,7 +181,7 @@ def extra_songs(count: int = EXTRA_COUNT, seed: str = "corpus22-extra-1") -> tup
                 Song(
                     name=f"extra_{groove}_{i}",
                     bpm=rng.randint(low, high),
-                    tonic=rng.choice(TONICS),
+                    tonic=rng.choice(PITCH_CLASSES),  # spelled as tunesmith reports keys
                     scale=scale,
                     groove=groove,
                     progression=progression,

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -357,6 +358,23 @@ def fit_level(problem: Problem, seed: int = 0):
     return meter.LevelModel(*(np.stack(parts) for parts in zip(*members, strict=True)))
 
 
+def save_level(model, path: Path, description: str) -> None:
+    """`model` (analysis.meter.LevelModel) as analysis.meter reads it: float32 tensors, the
+    inputs' names in order in the metadata, written atomically."""
+    import torch
+
+    from tunesmith.analysis import meter
+    from tunesmith.store.tensors import write_safetensors
+
+    arrays = {
+        "hidden.weight": model.hidden_weight,
+        "hidden.bias": model.hidden_bias,
+        "out.weight": model.out_weight,
+    }
+    tensors = {name: torch.from_numpy(a.astype(np.float32)) for name, a in arrays.items()}
+    write_safetensors(path, tensors, {"inputs": json.dumps(meter.INPUTS), "fitted": description})
+
+
 def _fit_member(x, y, present, generator) -> list[np.ndarray]:
     """One network of fit_level from a random start: (hidden weight, hidden bias, output
     weight)."""
@@ -531,7 +549,7 @@ def main(argv=None) -> None:
         f"{review_level(metre_pairs):.2f}"
     )
     if args.write:
-        model.save(meter.MODEL_FILE, f"tests/analysis/fit_analysis.py on {counts}")
+        save_level(model, meter.MODEL_FILE, f"tests/analysis/fit_analysis.py on {counts}")
         print(f"\nwrote {meter.MODEL_FILE}")
     try:
         shipped = meter.level_model()

@@ -17,6 +17,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from tests.analysis import fit_analysis
 from tests.analysis.corpus60 import DEFAULT_CACHE, SONGS, make_corpus
 from tunesmith.analysis import meter
 from tunesmith.analysis.chroma import FPS, Chroma
@@ -211,7 +212,7 @@ def test_the_level_model_is_read_from_its_safetensors_file_and_refuses_other_inp
     assert inputs == len(meter.INPUTS) and shipped.out_weight.shape == (members, hidden)
     assert len(meter.model_digest()) == 64
     # saved and read back, it scores alike
-    shipped.save(tmp_path / "model.safetensors", "a copy")
+    fit_analysis.save_level(shipped, tmp_path / "model.safetensors", "a copy")
     copy = meter.LevelModel.load(tmp_path / "model.safetensors")
     rows = np.random.default_rng(0).normal(size=(7, inputs))
     assert copy.log_odds(rows) == pytest.approx(shipped.log_odds(rows), abs=1e-5)
