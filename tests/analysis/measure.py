@@ -35,8 +35,8 @@ the third (tests/analysis/corpus48.py, development data since the fourth was dra
 `--corpus56` the fourth and `--corpus52` the fifth (tests/analysis/corpus56.py and
 corpus52.py, development data since the sixth was scored), `--corpus64` the sixth
 (tests/analysis/corpus64.py, development data since the seventh was scored), `--corpus72`
-the seventh (tests/analysis/corpus72.py, held out, scored once), `--corpus80` the eighth
-(tests/analysis/corpus80.py, held out for the next change),
+the seventh (tests/analysis/corpus72.py, development data since it was scored), `--corpus80`
+the eighth (tests/analysis/corpus80.py, held out),
 `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
 """
 
@@ -69,7 +69,7 @@ LATER_CORPORA = (  # the corpora written after the second: module, its songs, --
     ("corpus56", "SONGS56", "the fourth corpus"),
     ("corpus52", "SONGS52", "the fifth corpus"),
     ("corpus64", "SONGS64", "the sixth corpus (development data since the seventh was scored)"),
-    ("corpus72", "SONGS72", "the seventh corpus (held out, scored once)"),
+    ("corpus72", "SONGS72", "the seventh corpus (development data since it was scored)"),
     ("corpus80", "SONGS80", "the eighth corpus (held out)"),
 )
 TEMPO_TOLERANCE = 0.04  # MIREX

@@ -58,6 +58,25 @@ def test_the_harmony_evidence_reads_the_bar_from_the_chord_changes() -> None:
     assert meter.harmony_combs(ticks[:20], _chords_every(ticks[:20], 4), lengths) == {}
 
 
+def test_a_compound_reading_also_weighs_the_harmony_at_half_and_twice_its_bar() -> None:
+    # the tracker on the dotted quarters at 60 (ticks a second apart), chords every two of
+    # them: a 6/8 bar. Each compound reading sees its rival's comb beside its own (a 12/8 bar
+    # is two 6/8 bars), the simple readings do not.
+    ticks = np.arange(48.0)
+    silent = _silent(int(49 * 44100 / meter.HOP))
+    found = meter.hypotheses(60.0, ticks, silent, _chords_every(ticks, 2))
+    by = {(h.metre, h.factor): h.evidence for h in found}
+    six, twelve = by["6/8", Fraction(1)], by["12/8", Fraction(1)]
+    assert six["harmony"] > twelve["harmony"]
+    assert twelve["harmony_half"] == pytest.approx(six["harmony"])
+    assert six["harmony_double"] == pytest.approx(twelve["harmony"])
+    assert all(
+        ev["harmony_half"] == ev["harmony_double"] == 0.0
+        for (metre, _), ev in by.items()
+        if not meter.METRES[metre].compound
+    )
+
+
 def _clicks(eighth: float, per_beat: int, seconds: float = 20.0) -> np.ndarray:
     """Clicks on every eighth note, the first of each beat loud."""
     rate = 44100
@@ -142,8 +161,8 @@ def test_the_grid_evidence_hears_the_beat_the_backbeat_and_the_swing() -> None:
 def test_the_chords_move_the_choice_towards_the_bar_they_change_at() -> None:
     # the tracker counts 140 a minute (ticks 60/140 s apart) and a click sounds on every one
     # of its pulses: the onsets alone do not say the level. Chords changing every eight
-    # pulses (a 4/4 bar of quarter notes at 70) make the 70 reading ten times likelier than
-    # chords changing every four; chords every three pulses give a bar of three pulses.
+    # pulses (a 4/4 bar of quarter notes at 70) make the 70 reading three times likelier (or
+    # more) than chords changing every four; chords every three pulses give a bar of three.
     ticks = np.arange(96) * 60 / 140
     clicks = meter.Onsets.of(_clicks(60 / 140, 1, seconds=ticks[-1] + 1))
 
@@ -152,7 +171,7 @@ def test_the_chords_move_the_choice_towards_the_bar_they_change_at() -> None:
         p = meter.probabilities(found)
         return sum(q for q, h in zip(p, found, strict=True) if h.bpm == pytest.approx(70.0))
 
-    assert at_70(8) > 10 * at_70(4)
+    assert at_70(8) > 3 * at_70(4)
     found = meter.hypotheses(140.0, ticks, clicks, _chords_every(ticks, 3))
     tempo = decide(Track(140.0, ticks, 3.0), found)
     bar = meter.METRES[tempo.metre["metre"]].beats * 60.0 / tempo.bpm
