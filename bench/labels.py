@@ -12,7 +12,7 @@ the machine runs:
 
 By default the corpus's 32 development songs; `--all` times all 64, `--dev-extra` the 192
 DEV_EXTRA songs. Only times are printed (no scores: the held-out corpus is scored by
-tests/analysis/test_corpus72.py).
+tests/analysis/test_corpus80.py).
 
 `--pool N` times the labels stage's own pool instead: what it maps over a dataset's files
 (`tunesmith.dataset.analyse.analyse_file`: format check, analysis, embedded tags, the file

@@ -380,6 +380,7 @@ LATER_TABLES = (
     ("corpus64", "STYLES64"),
     ("corpus72", "STYLES72"),
     ("corpus80", "STYLES80"),
+    ("corpus88", "STYLES88"),
 )
 
 

@@ -77,12 +77,12 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 6.146,
-    "extractor": 1.917,
-    "start_end": 2.518,
-    "start_end_bass": 1.997,
-    "tonic_chord": 3.760,
-    "diatonic_chords": 14.434,
+    "profile": 6.128,
+    "extractor": 1.918,
+    "start_end": 2.505,
+    "start_end_bass": 2.001,
+    "tonic_chord": 3.758,
+    "diatonic_chords": 14.480,
 }
 REVIEW_PROBABILITY = 0.75  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))

@@ -120,6 +120,7 @@ from tunesmith.store import sha256_file
 SAMPLE_RATE = 44100
 HOP = 256  # 172 onset frames a second: a third of a beat at 208 BPM is 16 frames
 FRAME = 2048
+BLOCK = 1024  # onset frames a spectrum block (onset_strength): 16 MB of float64 frames
 LOW_BAND_HZ = 200.0
 LAG_TOLERANCE = 0.03
 MIN_TEMPO, MAX_TEMPO = 40, 208  # RhythmExtractor2013's defaults, made explicit
@@ -263,7 +264,8 @@ def hypotheses(
     # when it holds no reading's two bars: then no reading has harmony evidence).
     lengths = {int(2 * bar.beats / f) for _, bar, f in weighed}
     heard = held_twice(ticks, lengths)
-    combs = harmony_combs(ticks, chroma, heard)
+    change = chord_change(ticks, chroma) if lengths and heard == lengths else None
+    combs = harmony_combs(ticks, chroma, heard, change)
     # compound readings: the comb at half and twice the bar too (6/8 against 12/8)
     others = {
         n
@@ -271,7 +273,7 @@ def hypotheses(
         if bar.compound
         for n in (int(bar.beats / f), int(4 * bar.beats / f))
     }
-    extra = harmony_combs(ticks, chroma, held_twice(ticks, others)) if combs else {}
+    extra = harmony_combs(ticks, chroma, held_twice(ticks, others), change) if combs else {}
     shift = grid_shift(ticks, onsets.full)
     measured = []
     for metre, bar, factor in weighed:
@@ -497,19 +499,27 @@ def calibrated(probability: float, review: float) -> float:
 
 
 def harmony_combs(
-    ticks: np.ndarray, chroma: chroma_analysis.Chroma, lengths: set[int]
+    ticks: np.ndarray,
+    chroma: chroma_analysis.Chroma,
+    lengths: set[int],
+    change: np.ndarray | None = None,
 ) -> dict[int, float]:
     """The `harmony` evidence for each bar length in half pulses of `lengths`; none at all
     ({}) unless the song holds two bars of every one (`held_twice`): the comb would favour
-    the short bars it can still count."""
+    the short bars it can still count. `change`: chord_change(ticks, chroma), if at hand."""
     if not lengths or held_twice(ticks, lengths) != lengths:
         return {}
+    change = chord_change(ticks, chroma) if change is None else change
+    return {n: comb(change, n) for n in sorted(lengths)}
+
+
+def chord_change(ticks: np.ndarray, chroma: chroma_analysis.Chroma) -> np.ndarray:
+    """The chord novelty (full band plus low register) on a grid of half pulses."""
     halves = np.empty(2 * len(ticks) - 1)
     halves[0::2] = ticks
     halves[1::2] = (ticks[:-1] + ticks[1:]) / 2
     change = chroma_analysis.novelty(chroma_analysis.segments(chroma.full, halves))
-    change = change + chroma_analysis.novelty(chroma_analysis.segments(chroma.low, halves))
-    return {n: comb(change, n) for n in sorted(lengths)}
+    return change + chroma_analysis.novelty(chroma_analysis.segments(chroma.low, halves))
 
 
 def held_twice(ticks: np.ndarray, lengths: set[int]) -> set[int]:
@@ -537,16 +547,25 @@ def comb(values: np.ndarray, period: int) -> float:
 
 def onset_strength(mono: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positive log-magnitude spectral flux, HOP samples a frame, its slow trend removed:
-    over the full band and under LOW_BAND_HZ, from one short-time spectrum."""
+    over the full band and under LOW_BAND_HZ, from one short-time spectrum.
+
+    The spectrum is taken BLOCK frames at a time, so that a long song needs no more memory
+    than a short one, and in float64: numpy's FFT of float32 frames is many times slower
+    (bench/labels.py times the analysis)."""
     if len(mono) < FRAME * 4:
         return np.zeros(1), np.zeros(1)
     frames = np.lib.stride_tricks.sliding_window_view(mono, FRAME)[::HOP]
-    spectrum = np.abs(np.fft.rfft(frames * np.hanning(FRAME).astype(np.float32), axis=1))
-    rise = np.maximum(np.diff(np.log1p(100.0 * spectrum), axis=0), 0.0)
+    window = np.hanning(FRAME)
     low = int(LOW_BAND_HZ * FRAME / SAMPLE_RATE) + 1
+    fluxes, last = [], None
+    for start in range(0, len(frames), BLOCK):
+        level = np.log1p(100.0 * np.abs(np.fft.rfft(frames[start : start + BLOCK] * window)))
+        rise = np.maximum(np.diff(level if last is None else np.vstack([last, level]), axis=0), 0)
+        fluxes.append((rise.sum(axis=1), rise[:, :low].sum(axis=1)))
+        last = level[-1:]
     second = int(SAMPLE_RATE / HOP)
     curves = []
-    for flux in (rise.sum(axis=1), rise[:, :low].sum(axis=1)):
+    for flux in (np.concatenate(band) for band in zip(*fluxes, strict=True)):
         width = min(second, len(flux))  # a clip under a second: its own mean
         trend = np.convolve(flux, np.ones(width) / width, mode="same")
         curves.append(np.maximum(flux - trend, 0.0))
