@@ -115,6 +115,28 @@ def _tonic(song) -> str:
     return "I" if song.scale == "major" else "i"
 
 
+def apart_from_every_other_corpus(songs, styles: dict) -> None:
+    """No song of `songs` shares its name with a song of another corpus (corpus60's, its
+    DEV_EXTRA, the random arrangements, the 22-song corpus's extra songs, every table of
+    corpus60.LATER_TABLES), and no style of `styles` its name with another corpus's style."""
+    import importlib
+
+    from tests.analysis import corpus60, random_styles
+    from tests.analysis.corpus import EXTRA_SONGS
+
+    others = [*corpus60.SONGS, *corpus60.DEV_EXTRA, *random_styles.RANDOM_SONGS, *EXTRA_SONGS]
+    tables = [corpus60.STYLES]
+    for module, table in corpus60.LATER_TABLES:
+        found = importlib.import_module(f"tests.analysis.{module}")
+        if getattr(found, table) is not styles:
+            tables.append(getattr(found, table))
+            others += getattr(found, table.replace("STYLES", "SONGS"))
+    assert len(tables) == len(corpus60.LATER_TABLES)  # `styles` is one of them
+    assert not {s.name for s in songs} & {s.name for s in others}
+    assert not set(styles) & {name for table in tables for name in table}
+    assert not any(name.startswith("random_") for name in styles)
+
+
 def drawn_as_promised(songs, half: str) -> None:
     """Every song of a corpus drawn by corpus96's rule (`corpus96.draw`): a tempo in its
     metre's range, a progression of its scale's table, an excerpt that neither starts nor

@@ -16,19 +16,12 @@ from collections import Counter
 import pytest
 
 from tests.analysis import (
-    corpus48,
-    corpus52,
-    corpus56,
     corpus60,
-    corpus64,
-    corpus72,
-    corpus96,
     measure,
-    random_styles,
 )
-from tests.analysis.corpus import EXTRA_SONGS
 from tests.analysis.corpus80 import CACHE, SONGS80, STYLES80, make_corpus80, songs80
 from tests.analysis.test_corpus60 import (
+    apart_from_every_other_corpus,
     drawn_as_promised,
     midi_says_what_the_truth_says,
     rendered_as_promised,
@@ -37,13 +30,7 @@ from tests.analysis.test_corpus60 import (
 
 def test_the_corpus_is_what_it_promises() -> None:
     assert len(SONGS80) == 80 and songs80() == SONGS80  # the same every time
-    earlier = (*corpus60.SONGS, *corpus60.DEV_EXTRA, *corpus96.SONGS96, *corpus48.SONGS48)
-    earlier += (*corpus56.SONGS56, *corpus52.SONGS52, *corpus64.SONGS64, *corpus72.SONGS72)
-    earlier += (*random_styles.RANDOM_SONGS, *EXTRA_SONGS)
-    assert not {s.name for s in SONGS80} & {s.name for s in earlier}
-    tables = (corpus60.STYLES, corpus96.STYLES96, corpus48.STYLES48, corpus56.STYLES56)
-    tables += (corpus52.STYLES52, corpus64.STYLES64, corpus72.STYLES72)
-    assert not set(STYLES80) & {name for table in tables for name in table}
+    apart_from_every_other_corpus(SONGS80, STYLES80)
     assert Counter(s.style for s in SONGS80) == {style: 4 for style in STYLES80}
     assert {s.metre for s in SONGS80} == set(corpus60.METRES)
     keys = Counter(s.keyscale for s in SONGS80)
