@@ -52,6 +52,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/steps.py
 	# each phase of every family's step beside its bare loop's, largest first (under cProfile)
 	$(BIN)/python bench/steps.py --short --profile
+	# the labels' analysis beside plain Essentia: the corpus's songs, a five-minute song, the pool
+	$(BIN)/python bench/labels.py
+	$(BIN)/python bench/labels.py --long 300
+	$(BIN)/python bench/labels.py --pool 2
 
 # Every family at its published size, in bfloat16 on this machine: the estimate against the
 # measured peak, our step against a bare loop's (docs/performance.md, "Full size").

@@ -27,6 +27,8 @@ SHORT = {
     # every family's rows at a small width (make bench-real), checkpointed: the rows without
     # checkpointing run the same code with the flag off
     "real_size.py": ["--reduced", "--checkpointing", "on"],
+    # 4 songs of the labels corpus, then one 30 s song in fresh processes
+    "labels.py": ["--quick"],
 }
 
 

@@ -208,7 +208,7 @@ def measure(song: DevSong) -> dict[str, np.ndarray]:
     from tunesmith.analysis import audio, chroma, key, meter, tempo
 
     samples, rate, _ = audio._decode(Path(song.path))
-    mono = audio.analysis_mono(samples.mean(axis=1).astype(np.float32), rate)
+    mono = audio.analysis_mono(audio.downmix(samples), rate)
     if song.seconds:
         start = len(mono) // 3
         mono = mono[start : start + int(song.seconds * audio.ANALYSIS_SAMPLE_RATE)]

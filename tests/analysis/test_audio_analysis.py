@@ -217,3 +217,14 @@ def test_second_run_writes_the_same_bytes(loops_dir: Path, tmp_path: Path) -> No
     make_loops(loops_dir)
     assert digests(loops_dir) == before
     assert not [name for name in before if name.startswith(".")]  # no temporary files left
+
+
+def test_the_downmix_is_the_mean_of_the_channels_to_the_bit() -> None:
+    from tunesmith.analysis.audio import downmix
+
+    rng = np.random.default_rng(0)
+    for channels in (1, 2, 6):
+        samples = rng.standard_normal((4410, channels)).astype(np.float32)
+        mixed = downmix(samples)
+        assert mixed.dtype == np.float32
+        assert np.array_equal(mixed, samples.mean(axis=1).astype(np.float32))

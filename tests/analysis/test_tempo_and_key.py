@@ -113,3 +113,13 @@ def test_a_minor_song_of_sine_chords_is_in_its_minor_key() -> None:
     found = key.estimate_key(mono, chroma(mono), ticks, 2.0)
     assert (found.key, found.scale) == ("A", "minor"), found
     assert 0 < found.confidence <= 1 and found.probability >= found.candidates[1]["probability"]
+
+
+def test_the_sound_starts_and_ends_where_it_rises_above_the_trim_level() -> None:
+    rate = key.SAMPLE_RATE
+    mono = np.zeros(3 * rate, dtype=np.float32)
+    mono[rate // 2 : 2 * rate] = 0.5  # sound from 0.5 s to 2 s
+    mono[2 * rate : 2 * rate + 100] = 0.5 * 10 ** ((key.TRIM_DB - 1) / 20)  # a tail below it
+    assert key.sounding(mono) == (0.5, 2.0)
+    assert key.sounding(np.zeros(rate, dtype=np.float32)) == (0.0, 0.0)
+    assert key.sounding(np.zeros(0, dtype=np.float32)) == (0.0, 0.0)

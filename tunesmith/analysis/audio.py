@@ -122,7 +122,7 @@ def analyze_audio(path: Path) -> dict:
     if len(samples) == 0:
         raise AudioDecodeError(f"{path}: decoded to zero samples; expected audio")
 
-    mono = samples.mean(axis=1).astype(np.float32)
+    mono = downmix(samples)
     # For a mono file the stereo meter gets [x, 0]: it then sums one channel, which is
     # exactly BS.1770's mono measurement (duplicating x would read 3 dB louder).
     if channels == 2:
@@ -153,6 +153,17 @@ def analyze_audio(path: Path) -> dict:
         "tempo": tempo.as_dict(),
         "key_detail": key.as_dict(),
     }
+
+
+def downmix(samples: np.ndarray) -> np.ndarray:
+    """The mean of the channels of float32 `samples` [N, channels], float32. Channel by
+    channel: numpy's mean along a row of two is about 40 times slower on a long song, and for
+    up to six channels this gives its very bits."""
+    total = samples[:, 0].astype(np.float32)  # a copy: `samples` is left alone
+    for channel in range(1, samples.shape[1]):
+        total += samples[:, channel]
+    total /= np.float32(samples.shape[1])
+    return total
 
 
 def analysis_mono(mono: np.ndarray, sample_rate: int) -> np.ndarray:

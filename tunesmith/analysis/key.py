@@ -185,11 +185,13 @@ def evidence(
 
 def sounding(mono: np.ndarray) -> tuple[float, float]:
     """Seconds of the first and last sample above TRIM_DB of the peak ((0, 0) for silence)."""
-    peak = float(np.abs(mono).max()) if len(mono) else 0.0
+    magnitude = np.abs(mono)
+    peak = float(magnitude.max()) if len(mono) else 0.0
     if peak <= 0:
         return 0.0, 0.0
-    loud = np.nonzero(np.abs(mono) > peak * 10 ** (TRIM_DB / 20))[0]
-    return float(loud[0]) / SAMPLE_RATE, float(loud[-1] + 1) / SAMPLE_RATE
+    loud = magnitude > peak * 10 ** (TRIM_DB / 20)  # a mask: no index array of every sample
+    first, last = int(np.argmax(loud)), len(loud) - int(np.argmax(loud[::-1]))
+    return first / SAMPLE_RATE, last / SAMPLE_RATE
 
 
 def _correlation(a: np.ndarray, b: np.ndarray) -> float:
