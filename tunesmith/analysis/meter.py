@@ -86,8 +86,8 @@ arrangements drawn at random (tests/analysis/random_styles.py: what was learnt f
 arrangements did not carry over to the next table, what is learnt from random ones does better)
 and the "tuning" half of tests/analysis/corpus.py with 48 more songs of its generator, each
 whole and as 4 s and 8 s excerpts (a short clip is weighed on less, and the model has seen what
-that looks like). The held-out songs are tests/analysis/corpus80.py's, in arrangements none
-of those has.
+that looks like). The held-out songs are tests/analysis/corpus80.py's (scored once) and
+corpus88.py's, in arrangements none of those has.
 
 The time signature's probability is the sum over the hypotheses that give it, the tempo's
 the sum over those within 4% of it (analysis.tempo). A confidence is that probability
