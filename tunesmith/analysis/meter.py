@@ -264,7 +264,7 @@ def hypotheses(
     # when it holds no reading's two bars: then no reading has harmony evidence).
     lengths = {int(2 * bar.beats / f) for _, bar, f in weighed}
     heard = held_twice(ticks, lengths)
-    change = chord_change(ticks, chroma) if lengths and heard == lengths else None
+    change = chord_change(ticks, chroma) if heard else None  # once, for both sets of combs
     combs = harmony_combs(ticks, chroma, heard, change)
     # compound readings: the comb at half and twice the bar too (6/8 against 12/8)
     others = {
