@@ -381,6 +381,7 @@ LATER_TABLES = (
     ("corpus72", "STYLES72"),
     ("corpus80", "STYLES80"),
     ("corpus88", "STYLES88"),
+    ("corpus104", "STYLES104"),
 )
 
 

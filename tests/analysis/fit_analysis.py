@@ -23,18 +23,20 @@ analysis.meter's file with `--write`. The songs:
   out and scored once, development data since the seventh was drawn),
 - tests/analysis/corpus72.py (72, "corpus72": the seventh corpus, 18 more arrangements, held
   out and scored once, development data since the eighth was drawn),
+- tests/analysis/corpus80.py (80, "corpus80": the eighth corpus, 20 more arrangements, held
+  out and scored once, development data since the ninth was drawn),
 - 480 songs in random arrangements, one each (tests/analysis/random_styles.py, "random"), and
 - the "tuning" half of tests/analysis/corpus.py (11, another generator, all 4/4), and 48
   more songs of that generator (its EXTRA_SONGS, "corpus22_extra": six a groove, sixteenth
   hats among them; 11 songs were too few to show the generator to the level model, which read
   its sixteenth-hat grooves at double).
 
-Never tests/analysis/corpus80.py or corpus88.py, the eighth and ninth corpora (held out: the
-eighth scored once, the ninth not yet). It also reports, from 4-fold
-cross-validation over these songs (each fold fitted on the other three), how often each choice
-is right (per source and in all) and, at candidate review probabilities, how many wrong and
-right values would be listed for review;
-a field's REVIEW_PROBABILITY is set from that table (the rule is printed with it).
+Never tests/analysis/corpus88.py or corpus104.py, the ninth and tenth corpora (held out: the
+ninth scored once, the tenth not yet). It also
+reports, from 4-fold cross-validation over these songs (each fold fitted on the other three),
+how often each choice is right (per source and in all) and, at candidate review
+probabilities, how many wrong and right values would be listed for review; a field's
+REVIEW_PROBABILITY is set from that table (the rule is printed with it).
 
 Run from the repository root (renders what is missing, then caches the measured values in
 data/cache/fit_analysis/):
@@ -69,6 +71,7 @@ from tests.analysis import (
     corpus80,
     corpus88,
     corpus96,
+    corpus104,
     random_styles,
 )
 from tunesmith.dataset.workers import run_all
@@ -96,6 +99,7 @@ SOURCES = (
     "corpus52",
     "corpus64",
     "corpus72",
+    "corpus80",
     "dev_extra",
     "random",
     "corpus22",
@@ -166,6 +170,7 @@ def dev_songs() -> list[DevSong]:
         ("corpus52", corpus52.SONGS52, corpus52.make_corpus52),
         ("corpus64", corpus64.SONGS64, corpus64.make_corpus64),
         ("corpus72", corpus72.SONGS72, corpus72.make_corpus72),
+        ("corpus80", corpus80.SONGS80, corpus80.make_corpus80),
     ):
         folder = make()
         songs += [
@@ -188,7 +193,7 @@ def dev_songs() -> list[DevSong]:
         DevSong("corpus22_extra", s.name, str(folder / s.filename), s.bpm, "4/4", s.tonic, s.scale)
         for s in corpus22.EXTRA_SONGS
     ]
-    held_out = {s.name for s in (*corpus80.SONGS80, *corpus88.SONGS88)}
+    held_out = {s.name for s in (*corpus88.SONGS88, *corpus104.SONGS104)}
     assert not any(s.name in held_out for s in songs)
     return songs
 

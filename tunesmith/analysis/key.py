@@ -77,14 +77,14 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 6.128,
-    "extractor": 1.918,
-    "start_end": 2.505,
-    "start_end_bass": 2.001,
-    "tonic_chord": 3.758,
-    "diatonic_chords": 14.480,
+    "profile": 5.951,
+    "extractor": 1.999,
+    "start_end": 2.535,
+    "start_end_bass": 2.119,
+    "tonic_chord": 3.569,
+    "diatonic_chords": 14.861,
 }
-REVIEW_PROBABILITY = 0.75  # a key less probable than this is listed for review
+REVIEW_PROBABILITY = 0.80  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
 
 

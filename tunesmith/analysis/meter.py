@@ -10,12 +10,16 @@ or in three:
 |---|---|---|---|---|
 | 4/4 | 4 | 2 | 1/2, 1, 2 | "4" |
 | 3/4 | 3 | 2 | 1/2, 1, 3/2, 2 | "3" |
-| 6/8 | 2 dotted quarters | 3 | 1/3, 2/3, 1, 2 | "6" |
-| 12/8 | 4 dotted quarters | 3 | 1/3, 2/3, 1 | "4" |
+| 6/8 | 2 dotted quarters | 3 | 1/3, 1/2, 2/3, 1, 2 | "6" |
+| 12/8 | 4 dotted quarters | 3 | 1/3, 1/2, 2/3, 1 | "4" |
 
-(only tempi from MIN_TEMPO to MAX_TEMPO). Each hypothesis predicts what the music does, and
-measured values (FEATURES) say how well it does, each from the structure of metre itself, not from
-the tempo it would give (a 60 and a 120 BPM song are equally likely a priori):
+(only tempi from MIN_TEMPO to MAX_TEMPO). A compound beat's factor 1/2 is the tracker
+following its eighths' long-short (a quarter and an eighth), two pulses to the dotted quarter:
+without it, 11 of the 1,263 development songs, all compound, had no right hypothesis at all.
+
+Each hypothesis predicts what the music does, and measured values (FEATURES) say how well it
+does, each from the structure of metre itself, not from the tempo it would give (a 60 and a
+120 BPM song are equally likely a priori):
 
 - `harmony`: chords change at bar lines. The chord novelty of analysis.chroma (full band
   plus low register) on a grid of half pulses is correlated with a comb of the hypothesis's
@@ -143,8 +147,8 @@ F = Fraction
 FACTORS: dict[str, tuple[Fraction, ...]] = {
     "4/4": (F(1, 2), F(1), F(2)),
     "3/4": (F(1, 2), F(1), F(3, 2), F(2)),
-    "6/8": (F(1, 3), F(2, 3), F(1), F(2)),
-    "12/8": (F(1, 3), F(2, 3), F(1)),
+    "6/8": (F(1, 3), F(1, 2), F(2, 3), F(1), F(2)),
+    "12/8": (F(1, 3), F(1, 2), F(2, 3), F(1)),
 }
 GRID_FEATURES = (
     "accent_full",
