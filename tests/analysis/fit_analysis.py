@@ -509,7 +509,8 @@ def main(argv=None) -> None:
             if not tempo_found[i]:
                 out.append(0.0)
                 continue
-            best = tempo_found[i][int(np.argmax(level.log_odds(tempo_problem[i][0])))]
+            p = _softmax(level.log_odds(tempo_problem[i][0]))
+            best, _ = meter.decision(tempo_found[i], p)
             out.append(meter.METRES[best.metre].beats * 60.0 / best.bpm)
         return out
 
@@ -635,16 +636,19 @@ def review_level(pairs: list[tuple[bool, float]]) -> float:
 
 
 def _tempo_pair(found, p: np.ndarray, song: DevSong) -> tuple[bool, float]:
-    best = found[int(np.argmax(p))]
+    """(right, probability) of the tempo the analysis chooses (analysis.meter.decision)."""
+    from tunesmith.analysis import meter
+
+    best, _ = meter.decision(found, p)
     same = sum(p[i] for i, h in enumerate(found) if _tempo_right(h.bpm, best.bpm))
     return _tempo_right(best.bpm, song.bpm), float(same)
 
 
 def _metre_pair(found, p: np.ndarray, song: DevSong) -> tuple[bool, float]:
+    """(right, probability) of the time signature the analysis chooses."""
     from tunesmith.analysis import meter
 
-    best = found[int(np.argmax(p))]
-    signature = meter.METRES[best.metre].timesignature
+    _, signature = meter.decision(found, p)
     same = sum(
         p[i] for i, h in enumerate(found) if meter.METRES[h.metre].timesignature == signature
     )

@@ -27,15 +27,38 @@ def test_the_tempo_is_the_likeliest_level_and_readings_that_agree_on_it_add_up()
     p = meter.probabilities(found)
     assert p.sum() == pytest.approx(1.0)
     tempo = decide(Track(120.0, np.zeros(0), 2.0), found)
-    best = int(np.argmax(p))
-    assert tempo.bpm == found[best].bpm
+    totals = {}
+    for i, h in enumerate(found):
+        totals[h.bpm] = totals.get(h.bpm, 0.0) + p[i]
+    assert tempo.bpm == max(totals, key=totals.get)
     agree = [i for i, h in enumerate(found) if abs(h.bpm - tempo.bpm) <= 0.04 * tempo.bpm]
     assert tempo.probability == pytest.approx(sum(p[i] for i in agree), abs=1e-4)
-    assert tempo.metre["metre"] == found[best].metre
     others = {round(h.bpm, 2): p[i] for i, h in enumerate(found) if i not in agree}
     assert set(tempo.alternatives) == {bpm for bpm, q in others.items() if q >= ALTERNATIVE}
     expected = meter.calibrated(tempo.probability, REVIEW_PROBABILITY)
     assert tempo.confidence == pytest.approx(expected, abs=1e-3)
+
+
+def test_readings_that_agree_outweigh_a_likelier_one_and_the_bar_is_chosen_at_that_tempo() -> None:
+    # one reading at 60 more probable than each of three at 120, less than the three together:
+    # the tempo is 120; at 120, 4/4 and 12/8 (ACE-Step's "4") outweigh 6/8's "6", the single
+    # likeliest reading there
+    found = [
+        _hypothesis("4/4", Fraction(1, 2), 120.0, 0.0),
+        _hypothesis("6/8", Fraction(1), 120.0, 0.0),
+        _hypothesis("4/4", Fraction(1), 120.0, 0.0),
+        _hypothesis("12/8", Fraction(1), 120.0, 0.0),
+    ]
+    p = np.array([0.34, 0.26, 0.21, 0.19])
+    best, signature = meter.decision(found, p)
+    assert (best.bpm, signature, best.metre) == (120.0, "4", "4/4")
+    (chosen, other) = meter.tempo_groups(found, p)
+    assert chosen.members == (1, 2, 3) and chosen.probability == pytest.approx(0.66)
+    assert (other.bpm, other.members) == (60.0, (0,))
+    # and where one reading outweighs the rest together, it is the choice
+    p = np.array([0.7, 0.1, 0.1, 0.1])
+    best, signature = meter.decision(found, p)
+    assert (best.bpm, signature, best.metre) == (60.0, "4", "4/4")
 
 
 def test_no_hypothesis_no_tempo() -> None:

@@ -77,12 +77,12 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 5.951,
-    "extractor": 1.999,
-    "start_end": 2.535,
-    "start_end_bass": 2.119,
-    "tonic_chord": 3.569,
-    "diatonic_chords": 14.861,
+    "profile": 5.938,
+    "extractor": 2.002,
+    "start_end": 2.528,
+    "start_end_bass": 2.129,
+    "tonic_chord": 3.567,
+    "diatonic_chords": 14.791,
 }
 REVIEW_PROBABILITY = 0.80  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))

@@ -8,9 +8,10 @@ chosen together by analysis.meter from what the music does at each level (where 
 change, whether its beat divides in two or three, what recurs), never from a preferred
 tempo: over the songs this is measured on, 60 and 120 BPM are equally likely.
 
-The tempo is the tracker's times the chosen hypothesis's factor. Its probability is the sum
-of the probabilities of the hypotheses within 4% of it (a 3/4 and a 6/8 reading can agree on
-the tempo and differ on the metre); the confidence is that probability raised to the power
+The tempo is the tracker's times the chosen hypothesis's factor: the tempo the hypotheses
+within 4% of it make most probable together (analysis.meter.decision). Its probability is that
+sum (a 3/4 and a 6/8 reading can agree on the tempo and differ on the metre); the confidence
+is that probability raised to the power
 that puts REVIEW_PROBABILITY at 0.5, the labels' review floor (analysis.meter.calibrated).
 `alternatives` are the other tempi worth hearing: those with a probability of ALTERNATIVE or
 more, most likely first. The tracker's own beat confidence (0 to 5.32; Essentia calls 3.5
@@ -32,7 +33,6 @@ from tunesmith.analysis import chroma as chroma_analysis
 from tunesmith.analysis import meter as meter_analysis
 from tunesmith.analysis.meter import MAX_TEMPO, MIN_TEMPO
 
-AGREE = 0.04  # two tempi agree within 4% (MIREX's tempo tolerance)
 ALTERNATIVE = 0.1  # a tempo this probable is named beside the chosen one
 REVIEW_PROBABILITY = 0.85  # a tempo less probable than this is listed for review
 
@@ -98,28 +98,15 @@ def decide(tracked: Track, found: list[meter_analysis.Hypothesis]) -> Tempo:
     best, metre, p = meter_analysis.choose(found)
     if best is None:
         return NO_TEMPO
-    clusters: list[tuple[float, float]] = []  # (bpm of the most probable member, probability)
-    for i in np.argsort(-p):
-        bpm = found[i].bpm
-        for j, (centre, total) in enumerate(clusters):
-            if abs(bpm - centre) <= AGREE * centre:
-                clusters[j] = (centre, total + float(p[i]))
-                break
-        else:
-            clusters.append((bpm, float(p[i])))
-    chosen = next(total for centre, total in clusters if centre == best.bpm)
-    alternatives = tuple(
-        round(centre, 2)
-        for centre, total in sorted(clusters, key=lambda c: -c[1])
-        if centre != best.bpm and total >= ALTERNATIVE
-    )
+    chosen, *others = meter_analysis.tempo_groups(found, p)  # best is one of chosen's
+    alternatives = tuple(round(g.bpm, 2) for g in others if g.probability >= ALTERNATIVE)
     return Tempo(
         bpm=best.bpm,
-        confidence=round(meter_analysis.calibrated(chosen, REVIEW_PROBABILITY), 4),
+        confidence=round(meter_analysis.calibrated(chosen.probability, REVIEW_PROBABILITY), 4),
         beat_confidence=tracked.confidence,
         tracker_bpm=tracked.bpm,
         factor=float(best.factor),
-        probability=round(chosen, 4),
+        probability=round(chosen.probability, 4),
         alternatives=alternatives,
         metre=metre.as_dict(),
     )
