@@ -37,8 +37,8 @@ corpus52.py, development data since the sixth was scored), `--corpus64` the sixt
 (tests/analysis/corpus64.py, development data since the seventh was scored), `--corpus72`
 the seventh (tests/analysis/corpus72.py) and `--corpus80` the eighth (tests/analysis/corpus80.py),
 development data since each was scored, `--corpus88` the ninth (tests/analysis/corpus88.py,
-held out, scored once), `--corpus104` the tenth (tests/analysis/corpus104.py, held out for the
-next change),
+held out, scored once), `--corpus104` the tenth (tests/analysis/corpus104.py, held out, scored
+once),
 `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
 """
 
@@ -74,7 +74,7 @@ LATER_CORPORA = (  # the corpora written after the second: module, its songs, --
     ("corpus72", "SONGS72", "the seventh corpus (development data since it was scored)"),
     ("corpus80", "SONGS80", "the eighth corpus (development data since it was scored)"),
     ("corpus88", "SONGS88", "the ninth corpus (held out, scored once)"),
-    ("corpus104", "SONGS104", "the tenth corpus (held out)"),
+    ("corpus104", "SONGS104", "the tenth corpus (held out, scored once)"),
 )
 TEMPO_TOLERANCE = 0.04  # MIREX
 TEMPO_LEVELS = (1.0, 2.0, 0.5, 3.0, 1.0 / 3.0)  # MIREX's accuracy 2
