@@ -83,6 +83,9 @@ ANALYSIS_PARAMS: dict = {
         "onset_strength": "log spectral flux, full band and under "
         f"{meter_analysis.LOW_BAND_HZ:g} Hz, hop {meter_analysis.HOP}",
         "level_model": meter_analysis.model_digest(),
+        "levels": {m: [str(f) for f in fs] for m, fs in meter_analysis.FACTORS.items()},
+        # the decision (analysis.meter.decision): a record made by another is measured again
+        "choice": "tempo by its summed probability, then the time signature at that tempo",
         "review_probability": {
             "tempo": tempo_analysis.REVIEW_PROBABILITY,
             "timesignature": meter_analysis.REVIEW_PROBABILITY,
