@@ -11,8 +11,8 @@ tempo: over the songs this is measured on, 60 and 120 BPM are equally likely.
 The tempo is the tracker's times the chosen hypothesis's factor: the tempo the hypotheses
 within 4% of it make most probable together (analysis.meter.decision). Its probability is that
 sum (a 3/4 and a 6/8 reading can agree on the tempo and differ on the metre); the confidence
-is that probability raised to the power
-that puts REVIEW_PROBABILITY at 0.5, the labels' review floor (analysis.meter.calibrated).
+is that probability raised to the power that puts REVIEW_PROBABILITY at 0.5, the labels'
+review floor (analysis.meter.calibrated).
 `alternatives` are the other tempi worth hearing: those with a probability of ALTERNATIVE or
 more, most likely first. The tracker's own beat confidence (0 to 5.32; Essentia calls 3.5
 and above excellent) is kept as `beat_confidence`; it does not enter the confidence (on the
