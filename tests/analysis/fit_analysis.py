@@ -33,9 +33,10 @@ analysis.meter's file with `--write`. The songs:
 
 Never tests/analysis/corpus104.py, the tenth corpus (held out and scored once). The ninth,
 tests/analysis/corpus88.py, was scored once too; it joins these songs with the next change
-that refits the model. It also
-reports, from 4-fold cross-validation over these songs (each fold fitted on the other three),
-how often each choice is right (per source and in all) and, at candidate review
+that refits the model.
+
+It also reports, from 4-fold cross-validation over these songs (each fold fitted on the other
+three), how often each choice is right (per source and in all) and, at candidate review
 probabilities, how many wrong and right values would be listed for review; a field's
 REVIEW_PROBABILITY is set from that table (the rule is printed with it).
 
@@ -510,7 +511,7 @@ def main(argv=None) -> None:
                 out.append(0.0)
                 continue
             p = _softmax(level.log_odds(tempo_problem[i][0]))
-            best, _ = meter.decision(tempo_found[i], p)
+            best, _, _ = meter.decision(tempo_found[i], p)
             out.append(meter.METRES[best.metre].beats * 60.0 / best.bpm)
         return out
 
@@ -639,7 +640,7 @@ def _tempo_pair(found, p: np.ndarray, song: DevSong) -> tuple[bool, float]:
     """(right, probability) of the tempo the analysis chooses (analysis.meter.decision)."""
     from tunesmith.analysis import meter
 
-    best, _ = meter.decision(found, p)
+    best, _, _ = meter.decision(found, p)
     same = sum(p[i] for i, h in enumerate(found) if _tempo_right(h.bpm, best.bpm))
     return _tempo_right(best.bpm, song.bpm), float(same)
 
@@ -648,7 +649,7 @@ def _metre_pair(found, p: np.ndarray, song: DevSong) -> tuple[bool, float]:
     """(right, probability) of the time signature the analysis chooses."""
     from tunesmith.analysis import meter
 
-    _, signature = meter.decision(found, p)
+    _, signature, _ = meter.decision(found, p)
     same = sum(
         p[i] for i, h in enumerate(found) if meter.METRES[h.metre].timesignature == signature
     )

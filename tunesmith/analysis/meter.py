@@ -106,9 +106,9 @@ factor recorded are the most probable reading that gives both. On the developmen
 and 8 s excerpts from 910 to 925 and 1,052 to 1,057, and the time signature from 1,124 to
 1,128 (the time signature chosen by its own sum over every tempo read 1,122). A confidence is
 that probability raised to a power that puts REVIEW_PROBABILITY at 0.5, the labels' review
-floor: values whose runners-up are close get listed. The review probabilities were set on the same
-development songs from cross-validated probabilities (tests/analysis/fit_analysis.py gives
-the rule): for the tempo and the key together, the pair that catches 80% of the wrong values
+floor: values whose runners-up are close get listed. The review probabilities were set on the
+same development songs from cross-validated probabilities (tests/analysis/fit_analysis.py
+gives the rule): for the tempo and the key together, the pair that catches 80% of the wrong values
 while listing the fewest right ones; for the time signature, the level under which 80% of
 its wrong values fall.
 
@@ -503,27 +503,29 @@ def tempo_groups(found: list[Hypothesis], p: np.ndarray) -> list[TempoGroup]:
     return sorted(made, key=lambda g: -g.probability)  # stable: ties keep the likelier first
 
 
-def decision(found: list[Hypothesis], p: np.ndarray) -> tuple[Hypothesis, str]:
-    """The reading chosen, and the time signature: the tempo whose agreeing readings are the
-    most probable together, then the time signature most probable among those readings, and
-    the most probable reading that gives both (the module docstring has why)."""
-    members = tempo_groups(found, p)[0].members
+def decision(found: list[Hypothesis], p: np.ndarray) -> tuple[Hypothesis, str, list[TempoGroup]]:
+    """The reading chosen, its time signature and the tempo groups (tempo_groups: the chosen
+    tempo's first): the tempo whose agreeing readings are the most probable together, then the
+    time signature most probable among those readings, and the most probable reading that
+    gives both (the module docstring has why)."""
+    groups = tempo_groups(found, p)
+    members = groups[0].members
     by_signature: dict[str, float] = {}
     for i in members:  # most probable first: a tie goes to the likelier reading's signature
         signature = METRES[found[i].metre].timesignature
         by_signature[signature] = by_signature.get(signature, 0.0) + float(p[i])
     signature = max(by_signature, key=by_signature.__getitem__)
     best = next(found[i] for i in members if METRES[found[i].metre].timesignature == signature)
-    return best, signature
+    return best, signature, groups
 
 
-def choose(found: list[Hypothesis]) -> tuple[Hypothesis, Metre, np.ndarray]:
-    """The chosen hypothesis (decision), the metre it gives with its confidence, and every
-    hypothesis's probability (in `found`'s order)."""
+def choose(found: list[Hypothesis]) -> tuple[Hypothesis, Metre, list[TempoGroup]]:
+    """The chosen hypothesis (decision), the metre it gives with its confidence, and the
+    hypotheses' tempo groups, the chosen tempo's first."""
     if not found:
-        return None, UNKNOWN, np.zeros(0)  # type: ignore[return-value]
+        return None, UNKNOWN, []  # type: ignore[return-value]
     p = probabilities(found)
-    best, signature = decision(found, p)
+    best, signature, groups = decision(found, p)
     same = sum(p[i] for i, h in enumerate(found) if METRES[h.metre].timesignature == signature)
     order = np.argsort(-p)
     listed = [
@@ -545,7 +547,7 @@ def choose(found: list[Hypothesis]) -> tuple[Hypothesis, Metre, np.ndarray]:
         probability=round(float(same), 4),
         hypotheses=listed,
     )
-    return best, metre, p
+    return best, metre, groups
 
 
 def calibrated(probability: float, review: float) -> float:

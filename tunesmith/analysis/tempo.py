@@ -95,10 +95,10 @@ def estimate_tempo(
 
 def decide(tracked: Track, found: list[meter_analysis.Hypothesis]) -> Tempo:
     """The tempo, its confidence and alternatives from the weighed hypotheses."""
-    best, metre, p = meter_analysis.choose(found)
+    best, metre, groups = meter_analysis.choose(found)
     if best is None:
         return NO_TEMPO
-    chosen, *others = meter_analysis.tempo_groups(found, p)  # best is one of chosen's
+    chosen, *others = groups  # best is one of chosen's
     alternatives = tuple(round(g.bpm, 2) for g in others if g.probability >= ALTERNATIVE)
     return Tempo(
         bpm=best.bpm,
