@@ -382,6 +382,7 @@ LATER_TABLES = (
     ("corpus80", "STYLES80"),
     ("corpus88", "STYLES88"),
     ("corpus104", "STYLES104"),
+    ("corpus112", "STYLES112"),
 )
 
 

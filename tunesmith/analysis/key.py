@@ -77,14 +77,14 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 5.938,
-    "extractor": 2.002,
-    "start_end": 2.528,
-    "start_end_bass": 2.129,
-    "tonic_chord": 3.567,
-    "diatonic_chords": 14.791,
+    "profile": 5.882,
+    "extractor": 2.061,
+    "start_end": 2.529,
+    "start_end_bass": 2.257,
+    "tonic_chord": 3.626,
+    "diatonic_chords": 15.781,
 }
-REVIEW_PROBABILITY = 0.80  # a key less probable than this is listed for review
+REVIEW_PROBABILITY = 0.85  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
 
 

@@ -196,7 +196,7 @@ INPUTS = (
     + tuple(f"metre {m}" for m in PRIOR_METRES)
 )
 MODEL_FILE = Path(__file__).with_name("level_model.safetensors")
-REVIEW_PROBABILITY = 0.85  # a time signature less probable than this is listed for review
+REVIEW_PROBABILITY = 0.80  # a time signature less probable than this is listed for review
 
 
 @dataclass(frozen=True)
