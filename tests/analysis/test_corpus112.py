@@ -1,9 +1,12 @@
-"""The eleventh corpus keeps its promises.
+"""The eleventh corpus keeps its promises, and is scored against plain Essentia.
 
-tests/analysis/corpus112.py draws 112 songs in 28 arrangements no earlier corpus has. It is
-held out: written after the tenth corpus was scored, it is scored once, when the next change
-is set, and until then nothing here analyses it; these tests check only the songs, their MIDI
-and their rendering.
+tests/analysis/corpus112.py draws 112 songs in 28 arrangements no earlier corpus has. It was
+written before the next change was chosen (the ninth and tenth corpora joining the development
+songs, the review probabilities set from folds of whole arrangements) and scored once, with
+that change chosen on development songs only and everything set. The figures asserted here are
+what it reached (docs/conventions/labels.md has them, and the goals not met), so that a change
+that loses any of it fails; plain Essentia (RhythmExtractor2013 and KeyExtractor at their
+defaults) is measured in the same run.
 """
 
 from __future__ import annotations
@@ -79,3 +82,11 @@ def test_the_analysis_on_the_held_out_corpus(results) -> None:
         "tempo and key"
     ]
     assert caught >= HELD_OUT["caught"] and listed <= HELD_OUT["listed"]
+
+
+# The analysis as it is (the level model fitted on development songs only, the ninth and tenth
+# corpora among them; the review probabilities set from folds of whole arrangements), scored
+# once: tempo 83/112 (plain Essentia 67), key 105/112 (plain 98), time signature 85/112; 0.67
+# CPU seconds a song against plain Essentia's 0.43. Of the tempi and keys the review list
+# caught 25 of the 36 wrong and listed 35 of the 188 right.
+HELD_OUT = {"tempo": 83, "key": 105, "timesignature": 85, "caught": 25, "listed": 35}
