@@ -294,3 +294,23 @@ def test_the_scoring_rules() -> None:
     wrong = measure.Result(song, measure.Estimate(None, None, None), 1.0)
     assert not (wrong.tempo_right or wrong.tempo_any_level or wrong.key_right)
     assert not wrong.timesignature_right
+
+
+def test_a_cross_validation_fold_holds_whole_arrangements() -> None:
+    # four songs of each of 26 arrangements and 40 arrangements of one song, and the excerpts
+    songs = [
+        fit_analysis.DevSong("corpus", f"s{i}", "", 100.0, "4/4", "C", "major", f"style{i % 26}")
+        for i in range(104)
+    ] + [
+        fit_analysis.DevSong("random", f"r{i}", "", 100.0, "4/4", "C", "major", f"random_{i}")
+        for i in range(40)
+    ]
+    songs += fit_analysis.excerpts(songs)
+    folds = fit_analysis.arrangement_folds(songs)
+    assert len(folds) == fit_analysis.FOLDS and set().union(*folds) == set(range(len(songs)))
+    assert sum(len(f) for f in folds) == len(songs)  # each song in one fold
+    for fold in folds:
+        held = {songs[i].arrangement for i in fold}
+        assert not any(songs[i].arrangement in held for i in set(range(len(songs))) - fold)
+    assert max(len(f) for f in folds) - min(len(f) for f in folds) <= 12  # one arrangement
+    assert fit_analysis.arrangement_folds(songs) == folds  # the same every run
