@@ -383,6 +383,7 @@ LATER_TABLES = (
     ("corpus88", "STYLES88"),
     ("corpus104", "STYLES104"),
     ("corpus112", "STYLES112"),
+    ("corpus120", "STYLES120"),
 )
 
 
