@@ -649,9 +649,8 @@ def _tempo_pair(found, p: np.ndarray, song: DevSong) -> tuple[bool, float]:
     """(right, probability) of the tempo the analysis chooses (analysis.meter.decision)."""
     from tunesmith.analysis import meter
 
-    best, _, _ = meter.decision(found, p)
-    same = sum(p[i] for i, h in enumerate(found) if _tempo_right(h.bpm, best.bpm))
-    return _tempo_right(best.bpm, song.bpm), float(same)
+    best, _, groups = meter.decision(found, p)
+    return _tempo_right(best.bpm, song.bpm), groups[0].probability  # what analysis.tempo writes
 
 
 def _metre_pair(found, p: np.ndarray, song: DevSong) -> tuple[bool, float]:
