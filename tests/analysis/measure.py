@@ -40,8 +40,9 @@ the seventh (tests/analysis/corpus72.py) and `--corpus80` the eighth (tests/anal
 development data since each was scored, `--corpus88` the ninth and `--corpus104` the tenth
 (tests/analysis/corpus88.py and corpus104.py, each held out and scored once, development data
 since the eleventh was drawn), `--corpus112` the eleventh (tests/analysis/corpus112.py, held
-out, scored once), `--corpus120` the twelfth (tests/analysis/corpus120.py, held out for the
-next change), `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
+out and scored once, development data since the twelfth was scored), `--corpus120` the
+twelfth (tests/analysis/corpus120.py, held out, scored once), `--random` the randomly arranged
+development songs (tests/analysis/random_styles.py).
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ LATER_CORPORA = (  # the corpora written after the second: module, its songs, --
     ("corpus80", "SONGS80", "the eighth corpus (development data since it was scored)"),
     ("corpus88", "SONGS88", "the ninth corpus (development data since it was scored)"),
     ("corpus104", "SONGS104", "the tenth corpus (development data since it was scored)"),
-    ("corpus112", "SONGS112", "the eleventh corpus (held out, scored once)"),
-    ("corpus120", "SONGS120", "the twelfth corpus (held out, not yet scored)"),
+    ("corpus112", "SONGS112", "the eleventh corpus (development data since it was scored)"),
+    ("corpus120", "SONGS120", "the twelfth corpus (held out, scored once)"),
 )
 TEMPO_TOLERANCE = 0.04  # MIREX
 TEMPO_LEVELS = (1.0, 2.0, 0.5, 3.0, 1.0 / 3.0)  # MIREX's accuracy 2

@@ -77,12 +77,12 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 5.882,
-    "extractor": 2.061,
-    "start_end": 2.529,
-    "start_end_bass": 2.257,
-    "tonic_chord": 3.626,
-    "diatonic_chords": 15.781,
+    "profile": 6.132,
+    "extractor": 2.074,
+    "start_end": 2.543,
+    "start_end_bass": 2.324,
+    "tonic_chord": 3.165,
+    "diatonic_chords": 15.724,
 }
 REVIEW_PROBABILITY = 0.85  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
