@@ -384,6 +384,7 @@ LATER_TABLES = (
     ("corpus104", "STYLES104"),
     ("corpus112", "STYLES112"),
     ("corpus120", "STYLES120"),
+    ("corpus128", "STYLES128"),
 )
 
 
