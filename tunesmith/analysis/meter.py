@@ -85,8 +85,8 @@ tests/analysis/fit_analysis.py on development songs only, 1,567 of them: both ha
 tests/analysis/corpus60.py and of tests/analysis/corpus96.py and all of
 tests/analysis/corpus48.py, corpus56.py, corpus52.py, corpus64.py, corpus72.py, corpus80.py,
 corpus88.py, corpus104.py and corpus112.py (hand-written arrangements, chords held one or two
-bars; each was scored as held-out data, then became development data), corpus60's "dev_extra" songs
-(192 more of its generator), 480 songs in arrangements drawn at random
+bars; each was scored as held-out data, then became development data), corpus60's
+"dev_extra" songs (192 more of its generator), 480 songs in arrangements drawn at random
 (tests/analysis/random_styles.py: what was learnt from a table of arrangements did not carry
 over to the next table, what is learnt from random ones does better) and the "tuning" half of
 tests/analysis/corpus.py with 48 more songs of its generator, each whole and as 4 s and 8 s
