@@ -385,6 +385,7 @@ LATER_TABLES = (
     ("corpus112", "STYLES112"),
     ("corpus120", "STYLES120"),
     ("corpus128", "STYLES128"),
+    ("corpus136", "STYLES136"),
 )
 
 
