@@ -77,12 +77,12 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 6.132,
-    "extractor": 2.074,
-    "start_end": 2.543,
-    "start_end_bass": 2.324,
-    "tonic_chord": 3.165,
-    "diatonic_chords": 15.724,
+    "profile": 6.289,
+    "extractor": 2.195,
+    "start_end": 2.312,
+    "start_end_bass": 2.554,
+    "tonic_chord": 2.906,
+    "diatonic_chords": 16.130,
 }
 REVIEW_PROBABILITY = 0.85  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
