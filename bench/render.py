@@ -24,7 +24,8 @@ with other busy processes this moves less than the wall time, printed beside it)
 ours / bare (goal ≤ 1.3). Both children run with one torch/OpenMP thread (`--threads`). With
 tiny models most of either side is importing torch, diffusers and transformers; the difference
 is what the command does besides. tests/test_bench.py runs `--quick` (one round, two inference
-steps), which checks that the benchmark runs and measures nothing worth reading.
+steps, the examples built up to their adapters), which checks that the benchmark runs and
+measures nothing worth reading.
 
     .venv/bin/python bench/render.py [--rounds 3] [--threads 1] [--quick]
 """
@@ -77,12 +78,19 @@ def build(root: Path, quick: bool) -> dict[str, dict]:
     (datasets / "songs" / "tunesmith.toml").write_text(songs)
     job = defs.resolve_job_def("build_dataset")
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    # --quick: the stages up to the adapters, all that both sides render from (the renders
+    # stage's own renders and the auditions are not compared)
+    stages = ("manifest", "labels", "encoded", "adapters")
+    selection = [dg.AssetKey(stage) for stage in stages] if quick else None
     found = {}
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("datasets", ["rings", "songs"])
         for dataset in ("rings", "songs"):
             result = job.execute_in_process(
-                instance=instance, partition_key=dataset, run_config=quiet
+                instance=instance,
+                partition_key=dataset,
+                run_config=quiet,
+                asset_selection=selection,
             )
             assert result.success, dataset
             out = root / "out" / dataset

@@ -31,6 +31,7 @@ checks that the benchmark runs, it measures nothing worth reading.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -110,8 +111,19 @@ def roots_env(root: Path, models: Path) -> dict[str, str]:
 
 def link_copy(source: Path, target: Path) -> None:
     """A copy of a dataset folder made of hard links: instant, and safe to edit, because every
-    edit here writes a new file and renames it into place (`write_if_changed`)."""
-    shutil.copytree(source, target, copy_function=os.link, dirs_exist_ok=True)
+    edit here writes a new file and renames it into place (`write_if_changed`). Where the two
+    folders are on different filesystems (the temporary roots in memory, the cache on disk: the
+    tests run so), the files are copied."""
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link, dirs_exist_ok=True)
 
 
 def make_models(folder: Path, quick: bool = False) -> Path:

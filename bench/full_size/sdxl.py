@@ -14,8 +14,9 @@ folder, at this row's shapes (its module constants set to them) and `WARMUP` + 1
 last one timed:
 
     ours   the estimate first, as the fit makes it (`FAMILY.memory(...).estimate`, its
-           runtime a fresh training process's, `footprint.runtime_bytes`; 0 on CUDA, where
-           the peak counted is CUDA's),
+           runtime a fresh training process's, measured once a machine and read from the
+           user's cache, `footprint.machine_runtime_bytes`; 0 on CUDA, where the peak counted
+           is CUDA's),
            then tunesmith's step: the pipeline as the trainer loads it, `SdxlLora`, the run
            loop's `train_step`. The run has no demos: neither side renders, so the estimate
            is of the steps alone (a render's decode, which sets a checkpointed run's peak in
@@ -59,7 +60,6 @@ import torch  # noqa: E402
 
 BATCH, RANK, SIZE = 1, 16, 1024
 GB = 1e9
-RUNTIME: dict = {}  # runtime_bytes' measurement: made once, by the parent, for its children
 
 
 def device() -> str:
@@ -103,12 +103,12 @@ def run_config(folder: Path, size: int, checkpointing: bool):
 
 def estimate(model_configs: dict, size: int, checkpointing: bool):
     """The run's `Footprint` on a model of `model_configs`, as the fit makes it: its runtime
-    a fresh training process's on the CPU (`runtime_bytes`), 0 on CUDA."""
+    a fresh training process's on the CPU (`machine_runtime_bytes`), 0 on CUDA."""
     from tunesmith.families.sdxl.memory import memory_of
-    from tunesmith.train.footprint import runtime_bytes
+    from tunesmith.train.footprint import machine_runtime_bytes
 
     run = run_config(Path("model"), size, checkpointing)
-    runtime = 0 if device() == "cuda" else runtime_bytes(RUNTIME)
+    runtime = 0 if device() == "cuda" else machine_runtime_bytes()
     dtype = getattr(torch, dtype_name())
     return memory_of(model_configs, run, dtype).estimate(run, runtime=runtime)
 
@@ -143,7 +143,6 @@ def rows(work: Path, reduced: bool, checkpointing_modes=(True, False)) -> list[d
             continue
         if not folder.exists():
             full_size.write_base_model(folder, model)
-            (work / "runtime.json").write_text(json.dumps(RUNTIME))
         ours, bare = (_child(side, folder, checkpointing, reduced) for side in ("ours", "bare"))
         found.append(
             {
@@ -184,7 +183,6 @@ def child(side: str, folder: Path, checkpointing: bool, reduced: bool) -> dict:
     sdxl_step.WARMUP = warmup(reduced)
     result = {}
     if side == "ours":
-        RUNTIME.update(json.loads((folder.parent / "runtime.json").read_text()))
         model = full_size.folder_configs(folder)
         result["estimate"] = estimate(model, size, checkpointing).total
     peaks: list[int] = []
