@@ -386,6 +386,7 @@ LATER_TABLES = (
     ("corpus120", "STYLES120"),
     ("corpus128", "STYLES128"),
     ("corpus136", "STYLES136"),
+    ("corpus144", "STYLES144"),
 )
 
 
