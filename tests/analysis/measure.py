@@ -27,7 +27,7 @@ Run it from the repository root:
     .venv/bin/python -m tests.analysis.measure [module:function ...] [--workers N] [--songs]
         [--dev-extra | --corpus96 dev|test|all | --corpus48 | --corpus56 | --corpus52 | --corpus64
         | --corpus72 | --corpus80 | --corpus88 | --corpus104 | --corpus112 | --corpus120
-        | --corpus128 | --corpus136 | --random]
+        | --corpus128 | --corpus136 | --corpus144 | --random]
 
 With no estimator named it scores both of the above; `--songs` also prints every song's row;
 `--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
@@ -42,9 +42,11 @@ development data since each was scored, `--corpus88` the ninth and `--corpus104`
 since the eleventh was drawn), `--corpus112` the eleventh (tests/analysis/corpus112.py, held
 out and scored once, development data since the twelfth was scored), `--corpus120` the
 twelfth (tests/analysis/corpus120.py, held out and scored once, development data since the
-thirteenth was scored), `--corpus128` the thirteenth (tests/analysis/corpus128.py, held out,
-scored once), `--corpus136` the fourteenth (tests/analysis/corpus136.py, held out, not yet
-scored), `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
+thirteenth was scored), `--corpus128` the thirteenth (tests/analysis/corpus128.py, held out
+and scored once, development data since the fourteenth was scored), `--corpus136` the
+fourteenth (tests/analysis/corpus136.py, held out, scored once), `--corpus144` the fifteenth
+(tests/analysis/corpus144.py, held out, not yet scored), `--random` the randomly arranged
+development songs (tests/analysis/random_styles.py).
 """
 
 from __future__ import annotations
@@ -82,8 +84,9 @@ LATER_CORPORA = (  # the corpora written after the second: module, its songs, --
     ("corpus104", "SONGS104", "the tenth corpus (development data since it was scored)"),
     ("corpus112", "SONGS112", "the eleventh corpus (development data since it was scored)"),
     ("corpus120", "SONGS120", "the twelfth corpus (development data since it was scored)"),
-    ("corpus128", "SONGS128", "the thirteenth corpus (held out, scored once)"),
-    ("corpus136", "SONGS136", "the fourteenth corpus (held out, not yet scored)"),
+    ("corpus128", "SONGS128", "the thirteenth corpus (development data since it was scored)"),
+    ("corpus136", "SONGS136", "the fourteenth corpus (held out, scored once)"),
+    ("corpus144", "SONGS144", "the fifteenth corpus (held out, not yet scored)"),
 )
 TEMPO_TOLERANCE = 0.04  # MIREX
 TEMPO_LEVELS = (1.0, 2.0, 0.5, 3.0, 1.0 / 3.0)  # MIREX's accuracy 2

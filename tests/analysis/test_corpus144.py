@@ -1,9 +1,9 @@
 """The fifteenth corpus keeps its promises.
 
 tests/analysis/corpus144.py draws 144 songs in 36 arrangements no earlier corpus has. It is
-held out for the change after the next, to be measured on once everything is set: nothing
-analyses it yet, so only its songs and their MIDI are checked here, and nothing renders or
-analyses it. Rendered (data/cache/corpus144), its songs are 14 to 39 s long.
+held out for the next change, to be measured on once everything is set: nothing analyses it
+yet, so only its songs and their MIDI are checked here, and nothing renders or analyses it.
+Rendered (data/cache/corpus144), its songs are 14 to 39 s long.
 """
 
 from __future__ import annotations
