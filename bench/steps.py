@@ -42,7 +42,7 @@ import torch
 
 BENCH = Path(__file__).resolve().parent
 # family, script, its full form's arguments, its reduced form's (one step after one warm-up:
-# the fewest that time a step of each side; Stable Audio 3's steps take half a second each)
+# the fewest that time a step of each side)
 REDUCED = ["--steps", "1", "--warmup", "1"]
 BENCHES = [
     ("Stable Audio 3", "train_step.py", [], REDUCED),

@@ -90,10 +90,9 @@ development data), corpus60's "dev_extra" songs (192 more of its generator), 480
 arrangements drawn at random (tests/analysis/random_styles.py: what was learnt from a table of
 arrangements did not carry over to the next table, what is learnt from random ones does better)
 and the "tuning" half of tests/analysis/corpus.py with 48 more songs of its generator, each
-whole and as 4 s and 8 s
-excerpts (a short clip is weighed on less, and the model has seen what that looks like). The
-held-out songs are tests/analysis/corpus136.py's, scored once, in arrangements none of those
-has.
+whole and as 4 s and 8 s excerpts (a short clip is weighed on less, and the model has seen what
+that looks like). The held-out songs are tests/analysis/corpus136.py's, scored once, in
+arrangements none of those has.
 
 The tempo's probability is the sum over the hypotheses within 4% of it (a 3/4 and a 6/8
 reading can agree on the tempo and differ on the metre), the time signature's the sum over
