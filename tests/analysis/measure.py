@@ -44,8 +44,9 @@ out and scored once, development data since the twelfth was scored), `--corpus12
 twelfth (tests/analysis/corpus120.py, held out and scored once, development data since the
 thirteenth was scored), `--corpus128` the thirteenth (tests/analysis/corpus128.py, held out
 and scored once, development data since the fourteenth was scored), `--corpus136` the
-fourteenth (tests/analysis/corpus136.py, held out, scored once), `--corpus144` the fifteenth
-(tests/analysis/corpus144.py, held out, not yet scored), `--random` the randomly arranged
+fourteenth (tests/analysis/corpus136.py, held out and scored once, development data since the
+fifteenth was scored), `--corpus144` the fifteenth (tests/analysis/corpus144.py, held out,
+scored once), `--random` the randomly arranged
 development songs (tests/analysis/random_styles.py).
 """
 
@@ -85,8 +86,8 @@ LATER_CORPORA = (  # the corpora written after the second: module, its songs, --
     ("corpus112", "SONGS112", "the eleventh corpus (development data since it was scored)"),
     ("corpus120", "SONGS120", "the twelfth corpus (development data since it was scored)"),
     ("corpus128", "SONGS128", "the thirteenth corpus (development data since it was scored)"),
-    ("corpus136", "SONGS136", "the fourteenth corpus (held out, scored once)"),
-    ("corpus144", "SONGS144", "the fifteenth corpus (held out, not yet scored)"),
+    ("corpus136", "SONGS136", "the fourteenth corpus (development data since it was scored)"),
+    ("corpus144", "SONGS144", "the fifteenth corpus (held out, scored once)"),
 )
 TEMPO_TOLERANCE = 0.04  # MIREX
 TEMPO_LEVELS = (1.0, 2.0, 0.5, 3.0, 1.0 / 3.0)  # MIREX's accuracy 2

@@ -77,14 +77,14 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 6.243,
-    "extractor": 2.208,
-    "start_end": 2.521,
-    "start_end_bass": 2.420,
-    "tonic_chord": 3.183,
-    "diatonic_chords": 16.028,
+    "profile": 6.751,
+    "extractor": 2.163,
+    "start_end": 2.557,
+    "start_end_bass": 2.366,
+    "tonic_chord": 2.976,
+    "diatonic_chords": 16.456,
 }
-REVIEW_PROBABILITY = 0.70  # a key less probable than this is listed for review
+REVIEW_PROBABILITY = 0.90  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
 
 
