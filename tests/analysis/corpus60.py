@@ -387,6 +387,7 @@ LATER_TABLES = (
     ("corpus128", "STYLES128"),
     ("corpus136", "STYLES136"),
     ("corpus144", "STYLES144"),
+    ("corpus152", "STYLES152"),
 )
 
 
