@@ -316,7 +316,10 @@ def fit_run(
     model = once(lambda: family.memory(run, base_model, _dtype(placement.dtype), items=items))
 
     def estimate(trial) -> Footprint:
-        settings = computed(replace(trial, train=replace(trial.train, steps=0), demos=()))
+        # the cap decides which footprint fits, never what one is: a run asked again with
+        # another cap reads the footprints traced before
+        unkeyed = replace(trial.train, steps=0, cap=None)
+        settings = computed(replace(trial, train=unkeyed, demos=()))
         on = trial.train.gradient_checkpointing
         key = content_key(
             settings=settings, on=on, base=base_fingerprint, dtype=placement.dtype, items=items_key
