@@ -215,7 +215,7 @@ def child(kind: str, folder: Path, work: Path, args) -> dict:
     return {"memory": memory.added}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=WARMUP, help="untimed steps first")
@@ -225,7 +225,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="0: torch's default")
     parser.add_argument("--child", choices=["paired", "ours", "bare"])
     parser.add_argument("--model", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.child:

@@ -275,7 +275,7 @@ def child(kind: str, folder: Path, work: Path, args) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=WARMUP, help="untimed steps first")
@@ -285,7 +285,7 @@ def main() -> None:
     parser.add_argument("--child", choices=["paired", "ours", "bare", "mlx"])
     parser.add_argument("--no-mlx", action="store_true", help="leave out the MLX comparison")
     parser.add_argument("--model", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.child:

@@ -330,7 +330,7 @@ LINEAGE = {
 }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=WARMUP, help="untimed steps first")
@@ -342,7 +342,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="each phase's time, both sides")
     parser.add_argument("--child", choices=["paired", "ours", "bare"])
     parser.add_argument("--model", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.child:

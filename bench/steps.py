@@ -21,17 +21,21 @@ functions, summed over its functions), largest first, beside the bare loop's.
 
 runs the four step benches (`--short`: their reduced forms, as tests/test_bench_steps.py does)
 (`--profile`: with their profiles) and prints their table: time ratio and memory ratio
-(ours / bare) of each family.
+(ours / bare) of each family. Each bench's own part (writing its model, starting its children,
+printing) runs in this process: it times nothing, and a process of its own would import torch
+and the model libraries once more for each family; what is timed runs in its children.
 """
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
 import dataclasses
+import importlib
+import io
 import pstats
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -41,6 +45,7 @@ from typing import Any
 import torch
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
 # family, script, its full form's arguments, its reduced form's (one step after one warm-up:
 # the fewest that time a step of each side)
 REDUCED = ["--steps", "1", "--warmup", "1"]
@@ -203,15 +208,12 @@ def main() -> None:
     rows = []
     for family, script, full, reduced in BENCHES:
         print(f"== {family} (bench/{script})", flush=True)
-        done = subprocess.run(
-            [sys.executable, str(BENCH / script), *(reduced if short else full)]
-            + (["--profile"] if profile else []),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        print(done.stdout, end="", flush=True)
-        ratios = dict(RATIO.findall(done.stdout))
+        bench = importlib.import_module(f"bench.{Path(script).stem}")
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            bench.main([*(reduced if short else full), *(["--profile"] if profile else [])])
+        print(printed.getvalue(), end="", flush=True)
+        ratios = dict(RATIO.findall(printed.getvalue()))
         rows.append((family, float(ratios["time"]), float(ratios["memory"])))
     print(f"\n{'family':18} {'time ours/bare':>15} {'memory ours/bare':>17}")
     for family, time_ratio, memory_ratio in rows:

@@ -195,7 +195,7 @@ def child(kind: str, folder: Path, work: Path, args) -> dict:
     return {"memory": memory.added}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
@@ -205,7 +205,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="each phase's time, both sides")
     parser.add_argument("--child", choices=["paired", "ours", "bare"])
     parser.add_argument("--model", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.child:
