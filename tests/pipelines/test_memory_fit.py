@@ -103,6 +103,10 @@ def test_a_cap_between_the_estimates_turns_checkpointing_on_and_below_both_refus
     assert "train.batch_size 8 → 1) needs " in said
     checked = check(storage)
     assert checked.returncode == 1 and f"run rings: {said}" in checked.stdout, checked.stdout
+    # each setting traced once whatever the cap: without and with checkpointing and the
+    # smallest, for `check` and for the stage (whose footprints are keyed by its items too)
+    traced = json.loads((Path(storage.store_root) / "footprints.json").read_text())
+    assert len(traced) == 2 * 3, traced
 
 
 def check(storage) -> subprocess.CompletedProcess:
