@@ -24,18 +24,24 @@ analysis.meter's file with `--write`. The songs:
 - tests/analysis/corpus72.py (72, "corpus72": the seventh corpus, 18 more arrangements, held
   out and scored once, development data since the eighth was drawn),
 - tests/analysis/corpus80.py, corpus88.py, corpus104.py, corpus112.py, corpus120.py,
-  corpus128.py and corpus136.py (80 "corpus80", 88 "corpus88", 104 "corpus104", 112
-  "corpus112", 120 "corpus120", 128 "corpus128" and 136 "corpus136": the eighth to
-  fourteenth corpora, 192 more arrangements, each held out and scored once, development data
-  since the next was drawn),
+  corpus128.py, corpus136.py and corpus144.py (80 "corpus80", 88 "corpus88", 104
+  "corpus104", 112 "corpus112", 120 "corpus120", 128 "corpus128", 136 "corpus136" and 144
+  "corpus144": the eighth to fifteenth corpora, 228 more arrangements, each held out and
+  scored once, development data since the next was drawn),
 - 480 songs in random arrangements, one each (tests/analysis/random_styles.py, "random"), and
 - the "tuning" half of tests/analysis/corpus.py (11, another generator, all 4/4), and 48
   more songs of that generator (its EXTRA_SONGS, "corpus22_extra": six a groove, sixteenth
   hats among them; 11 songs were too few to show the generator to the level model, which read
   its sixteenth-hat grooves at double).
 
-Never tests/analysis/corpus144.py, the fifteenth corpus (held out, scored once), nor
-tests/analysis/corpus152.py, the sixteenth (held out for the next change).
+Never tests/analysis/corpus152.py, the sixteenth corpus (held out, scored once with the
+change it was written for).
+
+The level model's learned beats (analysis.meter's `act_` values) come from
+analysis.activation's network, which tests/analysis/fit_activation.py trains on the same
+songs' known beats: one network a fold gives the clips of that fold their activations, so the
+level model is fitted and scored on activations of music their network has not heard; with
+`--write` a network trained on every development song is saved beside the level model.
 
 It also reports, from 4-fold cross-validation over these songs (each fold fitted on the other
 three; a fold holds whole arrangements, `arrangement_folds`), how often each choice is right
@@ -48,7 +54,8 @@ data/cache/fit_analysis/):
 
     .venv/bin/python -m tests.analysis.fit_analysis [--workers N] [--drop FEATURE ...]
 
-`--drop` leaves analysis.meter features out of the fit, to see what each is worth;
+`--drop` leaves analysis.meter features out of the fit, to see what each is worth (the
+activation is trained all the same);
 `--leave-out SOURCE ...` leaves those songs out altogether; `--validate SOURCE` fits the
 level on every other source and scores that one (whole and as excerpts): whether what is
 learnt carries over to arrangements the fit has not met.
@@ -83,6 +90,7 @@ from tests.analysis import (
     corpus136,
     corpus144,
     corpus152,
+    fit_activation,
     random_styles,
 )
 from tunesmith.dataset.workers import run_all
@@ -121,6 +129,7 @@ SOURCES = (
     "corpus120",
     "corpus128",
     "corpus136",
+    "corpus144",
     "dev_extra",
     "random",
     "corpus22",
@@ -190,6 +199,7 @@ def dev_songs() -> list[DevSong]:
         ("corpus120", corpus120.SONGS120, corpus120.make_corpus120),
         ("corpus128", corpus128.SONGS128, corpus128.make_corpus128),
         ("corpus136", corpus136.SONGS136, corpus136.make_corpus136),
+        ("corpus144", corpus144.SONGS144, corpus144.make_corpus144),
     ):
         songs += of(source, make(), table)
     songs += of("random", random_styles.make_random_songs(), random_styles.RANDOM_SONGS)
@@ -197,7 +207,7 @@ def dev_songs() -> list[DevSong]:
     songs += of("corpus22", corpus22.make_corpus(), tuning)
     extra = corpus22.EXTRA_SONGS
     songs += of("corpus22_extra", corpus22.make_corpus(songs=extra), extra)
-    held_out = {s.name for s in (*corpus144.SONGS144, *corpus152.SONGS152)}
+    held_out = {s.name for s in corpus152.SONGS152}
     assert not any(s.name in held_out for s in songs)
     return songs
 
@@ -271,8 +281,9 @@ def _acf(values: dict, name: str) -> np.ndarray:
     return np.concatenate([stored, np.zeros(int(values["acf_length"][0]) - len(stored))])
 
 
-def tempo_candidates(values: dict, song: DevSong):
-    """analysis.meter's hypotheses for one song, and which is right (metre and tempo)."""
+def tempo_candidates(values: dict, song: DevSong, beats: np.ndarray):
+    """analysis.meter's hypotheses for one song, and which is right (metre and tempo); `beats`:
+    its beat and downbeat activation (tests/analysis/fit_activation.py)."""
     from tunesmith.analysis import meter
     from tunesmith.analysis.chroma import Chroma
 
@@ -287,6 +298,7 @@ def tempo_candidates(values: dict, song: DevSong):
         values["ticks"],
         onsets,
         Chroma(values["chroma_full"], values["chroma_bass"], values["chroma_low"]),
+        beats,
     )
     right = [h.metre == song.metre and _tempo_right(h.bpm, song.bpm) for h in found]
     return found, right
@@ -491,10 +503,15 @@ def main(argv=None) -> None:
     songs += excerpts(songs)  # after the whole songs: index i is an excerpt of song i % whole
     measured = run_all(_measure_task, songs, args.workers)
     width = len(meter.INPUTS)
+    # the learned beats: each clip's from the network of its fold (fit_activation)
+    bands = run_all(_bands_task, songs[:whole], args.workers) * (1 + len(EXCERPTS))
+    xs = [fit_activation.inputs(v, b, s) for v, b, s in zip(measured, bands, songs, strict=True)]
+    folds = arrangement_folds(songs)
+    beats, (beat_f, downbeat_f) = fit_activation.out_of_fold(xs, songs, whole, folds)
 
     tempo_problem, tempo_found = [], []
-    for song, values in zip(songs, measured, strict=True):
-        found, right = tempo_candidates(values, song)
+    for song, values, clip_beats in zip(songs, measured, beats, strict=True):
+        found, right = tempo_candidates(values, song, clip_beats)
         tempo_found.append(found)
         if found:
             x = tempo_matrix(found)
@@ -511,7 +528,6 @@ def main(argv=None) -> None:
     # are in its fold. The figures and the review levels are the whole songs'.
     tempo_pairs, metre_pairs, key_pairs, sources = [], [], [], []
     cut_pairs: dict[float, list[bool]] = {length: [] for length in EXCERPTS}
-    folds = arrangement_folds(songs)
     fold_model = {}
     for k, held in enumerate(folds):
         train = [tempo_problem[i] for i in range(len(songs)) if i not in held]
@@ -528,6 +544,7 @@ def main(argv=None) -> None:
             sources.append(songs[i].source)
             tempo_pairs.append(_tempo_pair(tempo_found[i], p, songs[i]))
             metre_pairs.append(_metre_pair(tempo_found[i], p, songs[i]))
+    songs_and_excerpts = songs
     songs, measured = songs[:whole], measured[:whole]
     folds = [sorted(i for i in f if i < whole) for f in folds]
 
@@ -567,6 +584,10 @@ def main(argv=None) -> None:
         + ", ".join(f'"{k}": {v:.3f}' for k, v in zip(key.FEATURES, kw, strict=True))
         + "}"
     )
+    print(
+        f"\nanalysis.activation, out of fold: beat F-measure {beat_f:.3f}, "
+        f"downbeat {downbeat_f:.3f} (a peak within 70 ms)"
+    )
     print(f"\n{FOLDS}-fold cross-validation (probability of the value chosen):")
     for source in SOURCES:
         chosen = [i for i, s in enumerate(sources) if s == source]
@@ -588,8 +609,12 @@ def main(argv=None) -> None:
         f"{review_level(metre_pairs):.2f}"
     )
     if args.write:
+        from tunesmith.analysis import activation
+
         save_level(model, meter.MODEL_FILE, f"tests/analysis/fit_analysis.py on {counts}")
-        print(f"\nwrote {meter.MODEL_FILE}")
+        network = fit_activation.fitted(xs, songs_and_excerpts, list(range(whole)), seed=FOLDS)
+        fit_activation.save_network(network, activation.NETWORK_FILE)
+        print(f"\nwrote {meter.MODEL_FILE} and {activation.NETWORK_FILE}")
     try:
         shipped = meter.level_model()
     except (FileNotFoundError, ValueError) as error:
@@ -684,6 +709,10 @@ def _metre_pair(found, p: np.ndarray, song: DevSong) -> tuple[bool, float]:
 
 def _measure_task(song: DevSong) -> dict[str, np.ndarray]:
     return measure(song)
+
+
+def _bands_task(song: DevSong) -> dict[str, np.ndarray]:
+    return fit_activation.measure_bands(song, EXCERPTS)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import essentia
 import numpy as np
 import soundfile as sf
 
+from tunesmith.analysis import activation as activation_analysis
 from tunesmith.analysis import chroma as chroma_analysis
 from tunesmith.analysis import key as key_analysis
 from tunesmith.analysis import meter as meter_analysis
@@ -83,6 +84,7 @@ ANALYSIS_PARAMS: dict = {
         "onset_strength": "log spectral flux, full band and under "
         f"{meter_analysis.LOW_BAND_HZ:g} Hz, hop {meter_analysis.HOP}",
         "level_model": meter_analysis.model_digest(),
+        "activation_network": activation_analysis.network_digest(),
         "levels": {m: [str(f) for f in fs] for m, fs in meter_analysis.FACTORS.items()},
         # the decision (analysis.meter.decision): a record made by another is measured again
         "choice": "tempo by its summed probability, then the time signature at that tempo",

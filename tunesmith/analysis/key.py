@@ -77,14 +77,14 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 6.751,
-    "extractor": 2.163,
-    "start_end": 2.557,
-    "start_end_bass": 2.366,
-    "tonic_chord": 2.976,
-    "diatonic_chords": 16.456,
+    "profile": 6.535,
+    "extractor": 2.273,
+    "start_end": 2.865,
+    "start_end_bass": 2.302,
+    "tonic_chord": 2.735,
+    "diatonic_chords": 16.499,
 }
-REVIEW_PROBABILITY = 0.90  # a key less probable than this is listed for review
+REVIEW_PROBABILITY = 0.85  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
 
 

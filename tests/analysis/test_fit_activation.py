@@ -1,12 +1,12 @@
-"""The activation study's contracts (tests/analysis/activation_study.py): its inputs line up
+"""The activation fit's contracts (tests/analysis/fit_activation.py): its inputs line up
 with analysis.meter's onset frames, and its targets with the true beats."""
 
 import numpy as np
 import pytest
 
-from tests.analysis import activation_study as study
+from tests.analysis import fit_activation as study
 from tests.analysis import fit_analysis as fa
-from tunesmith.analysis import meter
+from tunesmith.analysis import activation, meter
 
 
 def clicks(bpm: float, seconds: float) -> tuple[np.ndarray, np.ndarray]:
@@ -20,11 +20,11 @@ def clicks(bpm: float, seconds: float) -> tuple[np.ndarray, np.ndarray]:
     return mono, times
 
 
-def test_band_onsets_are_frame_for_frame_the_onset_strength_s_and_peak_on_the_clicks():
+def test_the_bands_peak_on_the_clicks():
     mono, times = clicks(100.0, 8.0)
     full, _ = meter.onset_strength(mono)
-    bands = study.band_onsets(mono)
-    assert bands.shape == (len(study.BAND_EDGES) - 1, len(full))
+    bands = meter.onset_bands(mono)[2]
+    assert bands.shape == (len(activation.BAND_EDGES) - 1, len(full))
     top = bands[-1]
     loudest = np.sort(np.argsort(top)[-len(times) :])
     assert np.abs(study.frame_times(len(top))[loudest] - times).max() < 0.02
