@@ -88,5 +88,6 @@ def test_the_analysis_on_the_held_out_corpus(results) -> None:
 # downbeat activation, fitted on development songs only, the fifteenth corpus among them),
 # scored once: tempo 128/152 (plain Essentia 96), key 144/152 (plain 140), time signature
 # 132/152; 0.76 CPU seconds a song against plain Essentia's 0.47. Of the tempi and keys the
-# review list caught 29 of the 32 wrong and listed 67 of the 272 right.
-HELD_OUT = {"tempo": 128, "key": 144, "timesignature": 132, "caught": 29, "listed": 67}
+# review list caught 29 of the 32 wrong and listed 67 of the 272 right; a clean clone, which
+# renders the corpus afresh, lists 68 (one right tempo sits at its review probability).
+HELD_OUT = {"tempo": 128, "key": 144, "timesignature": 132, "caught": 29, "listed": 68}
