@@ -98,10 +98,10 @@ def inputs(values: dict, bands: dict, song) -> np.ndarray:
 
 
 def frame_times(frames: int) -> np.ndarray:
-    """The centre (seconds) of each onset frame's window (analysis.meter._frames inverted)."""
-    from tunesmith.analysis import meter
+    """The centre (seconds) of each of analysis.meter's onset frames (its _frames inverted)."""
+    from tunesmith.analysis import activation, meter
 
-    return ((np.arange(frames) + 1) * meter.HOP + meter.FRAME / 2) / meter.SAMPLE_RATE
+    return activation.frame_times(frames, meter.HOP, meter.FRAME)
 
 
 def targets(song, frames: int) -> np.ndarray:
