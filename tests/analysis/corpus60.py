@@ -388,6 +388,7 @@ LATER_TABLES = (
     ("corpus136", "STYLES136"),
     ("corpus144", "STYLES144"),
     ("corpus152", "STYLES152"),
+    ("corpus160", "STYLES160"),
 )
 
 
