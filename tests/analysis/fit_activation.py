@@ -21,9 +21,12 @@ fold is fitted on the other folds' activations, whose networks met that fold's s
 
 The network (Activation, torch; analysis.activation runs it with numpy): WIDTH channels, LAYERS
 residual layers of dilated convolutions, trained by Adam on random CROP-frame windows (BATCH a
-step, STEPS steps, a cosine schedule), a weighted binary cross-entropy (a beat is one frame in
-about 40, a downbeat one in 120: POSITIVE_WEIGHT), the frames beside a true beat marked 0.5.
-torch's layers and optimiser, not hand-written.
+step, STEPS steps, a cosine schedule). The loss: a weighted binary cross-entropy for the beat
+and the downbeat (a beat is one frame in about 40, a downbeat one in 120: POSITIVE_WEIGHT), the
+frames beside a true beat marked 0.5; and a cross-entropy for each of the metre's and the
+tempo's heads (HEAD_WEIGHT each), the song's metre and tempo on every frame, the tempo spread
+over its two nearest bins (a normal curve TEMPO_SPREAD octaves wide). torch's layers, losses
+and optimiser, not hand-written.
 """
 
 from __future__ import annotations
@@ -38,12 +41,18 @@ CROP, BATCH, STEPS = 1536, 16, 1000  # frames of a window (9 s), windows a step,
 POSITIVE_WEIGHT = (8.0, 20.0)  # beats, downbeats
 UNTRAINED = ("corpus22", "corpus22_extra")  # another generator: its beats are not drawn this way
 PEAK, PEAK_WINDOW = 0.5, 0.07  # F-measure: an activation peak over PEAK within 70 ms
+# the metre's and the tempo's cross-entropy beside the beats' (set once, not tuned: a class
+# head's loss starts several times the beats' and must not drown them)
+HEAD_WEIGHT = 0.5
+TEMPO_SPREAD = 1 / 12  # octaves: half the distance between two of the tempo's bins
 
 
-def out_of_fold(xs, clips, whole: int, folds) -> tuple[list, tuple[float, float]]:
-    """Each clip's activations [2, frames] from the network of its fold (trained on the other
-    folds' whole songs; `xs`: each clip's inputs), and the beat and downbeat F-measure of the
-    whole songs' peaks."""
+def out_of_fold(xs, clips, whole: int, folds) -> tuple[list, tuple[float, ...]]:
+    """Each clip's activations [len(analysis.activation.OUTPUTS), frames] from the network of
+    its fold (trained on the other folds' whole songs; `xs`: each clip's inputs), and for the
+    whole songs: the beat and downbeat F-measure of the peaks, how often the metre head's
+    likeliest metre is right and how often the tempo head's likeliest tempo is within a bin of
+    the song's."""
     acts: list = [None] * len(clips)
     scores = []
     for k, held in enumerate(folds):
@@ -51,9 +60,8 @@ def out_of_fold(xs, clips, whole: int, folds) -> tuple[list, tuple[float, float]
         for i in held:
             acts[i] = activations(net, xs[i])
             if i < whole and clips[i].source not in UNTRAINED:
-                scores.append(beat_scores(clips[i], acts[i]))
-    beat, downbeat = np.mean(scores, axis=0)
-    return acts, (float(beat), float(downbeat))
+                scores.append((*beat_scores(clips[i], acts[i]), *head_scores(clips[i], acts[i])))
+    return acts, tuple(float(v) for v in np.mean(scores, axis=0))
 
 
 def fitted(xs, clips, chosen: list[int], seed: int):
@@ -105,13 +113,16 @@ def frame_times(frames: int) -> np.ndarray:
 
 
 def targets(song, frames: int) -> np.ndarray:
-    """[2, frames]: 1 on the frame of each true beat (row 0) and downbeat (row 1), 0.5 beside
-    it."""
-    from tunesmith.analysis import meter
+    """[len(analysis.activation.OUTPUTS), frames]: 1 on the frame of each true beat (row 0)
+    and downbeat (row 1), 0.5 beside it; the song's metre (one of the metre's rows) and its
+    tempo (spread over the tempo's rows) on every frame."""
+    from tunesmith.analysis import activation, meter
 
     beat = 60.0 / song.bpm
     beats = meter.METRES[song.metre].beats
-    out = np.zeros((2, frames), np.float32)
+    out = np.zeros((len(activation.OUTPUTS), frames), np.float32)
+    out[activation.METRE_ROWS.start + activation.METRE_CLASSES.index(song.metre)] = 1.0
+    out[activation.TEMPO_ROWS] = tempo_target(song.bpm)[:, None]
     for k in range(int(frame_times(frames)[-1] / beat) + 2):
         (centre,) = meter._frames(np.array([k * beat]))
         for frame, weight in ((centre, 1.0), (centre - 1, 0.5), (centre + 1, 0.5)):
@@ -122,10 +133,22 @@ def targets(song, frames: int) -> np.ndarray:
     return out
 
 
+def tempo_target(bpm: float) -> np.ndarray:
+    """The tempo head's target: a normal curve over the bins' octaves, TEMPO_SPREAD wide, at
+    `bpm`'s, summing to 1."""
+    from tunesmith.analysis import activation
+
+    distance = np.log2(activation.TEMPO_BINS) - np.log2(bpm)
+    curve = np.exp(-0.5 * (distance / TEMPO_SPREAD) ** 2)
+    return (curve / curve.sum()).astype(np.float32)
+
+
 def activation_network():
     """Activation: the temporal convolutional network of the module docstring (torch)."""
     import torch
     from torch import nn
+
+    from tunesmith.analysis import activation
 
     class Activation(nn.Module):
         def __init__(self):
@@ -135,7 +158,7 @@ def activation_network():
                 nn.Conv1d(WIDTH, WIDTH, 3, padding=2**i, dilation=2**i) for i in range(LAYERS)
             )
             self.drop = nn.Dropout(0.1)
-            self.last = nn.Conv1d(WIDTH, 2, 1)
+            self.last = nn.Conv1d(WIDTH, len(activation.OUTPUTS), 1)
 
         def forward(self, x):
             h = torch.nn.functional.elu(self.first(x))
@@ -165,7 +188,11 @@ def save_network(net, path: Path) -> None:
     }
     tensors = {name: t.detach().float().contiguous() for name, t in tensors.items()}
     dilations = [layer.dilation[0] for layer in net.layers]
-    metadata = {"inputs": json.dumps(activation.INPUTS), "dilations": json.dumps(dilations)}
+    metadata = {
+        "inputs": json.dumps(activation.INPUTS),
+        "outputs": json.dumps(activation.OUTPUTS),
+        "dilations": json.dumps(dilations),
+    }
     write_safetensors(path, tensors, metadata)
 
 
@@ -178,7 +205,6 @@ def train(xs: list[np.ndarray], ys: list[np.ndarray], steps: int, seed: int):
     net = activation_network()
     optimiser = torch.optim.Adam(net.parameters(), lr=3e-3)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, steps)
-    weight = torch.tensor(POSITIVE_WEIGHT).view(1, 2, 1)
     for _ in range(steps):
         batch_x, batch_y = [], []
         for i in rng.integers(0, len(xs), BATCH):
@@ -189,10 +215,8 @@ def train(xs: list[np.ndarray], ys: list[np.ndarray], steps: int, seed: int):
             pad = ((0, 0), (0, CROP - x.shape[1]))
             batch_x.append(np.pad(x, pad))
             batch_y.append(np.pad(y, pad))
-        logits = net(torch.from_numpy(np.stack(batch_x)))
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(
-            logits, torch.from_numpy(np.stack(batch_y)), pos_weight=weight
-        )
+        target = torch.from_numpy(np.stack(batch_y))
+        loss = loss_of(net(torch.from_numpy(np.stack(batch_x))), target)
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
@@ -200,11 +224,57 @@ def train(xs: list[np.ndarray], ys: list[np.ndarray], steps: int, seed: int):
     return net.eval()
 
 
+def loss_of(logits, target):
+    """The module docstring's loss of a batch's logits [batch, OUTPUTS, frames] against its
+    targets."""
+    import torch
+    from torch.nn import functional
+
+    weight = torch.tensor(POSITIVE_WEIGHT).view(1, 2, 1)
+    beats = functional.binary_cross_entropy_with_logits(
+        logits[:, :2], target[:, :2], pos_weight=weight
+    )
+    return beats + HEAD_WEIGHT * head_loss(logits, target)
+
+
+def head_loss(logits, target):
+    """The metre's and the tempo's cross-entropy, a mean over the frames (a padded frame's
+    metre and tempo rows are all 0: it counts for nothing)."""
+    from torch.nn import functional
+
+    from tunesmith.analysis import activation
+
+    total = 0.0
+    for rows in (activation.METRE_ROWS, activation.TEMPO_ROWS):
+        total = (
+            total
+            + functional.cross_entropy(logits[:, rows], target[:, rows], reduction="none").mean()
+        )
+    return total
+
+
 def activations(net, x: np.ndarray) -> np.ndarray:
+    """The network's probabilities for `x`, as analysis.activation.Network gives them."""
     import torch
 
+    from tunesmith.analysis import activation
+
     with torch.no_grad():
-        return torch.sigmoid(net(torch.from_numpy(x)[None]))[0].numpy().astype(np.float64)
+        logits = net(torch.from_numpy(x)[None])[0].numpy().astype(np.float64)
+    return activation.probabilities(logits)
+
+
+def head_scores(song, probabilities: np.ndarray) -> tuple[float, float]:
+    """(metre, tempo): 1.0 where the clip's likeliest metre is the song's, and where its
+    likeliest tempo bin is within one of the song's nearest."""
+    from tunesmith.analysis import activation
+
+    metre = activation.clip_metre(probabilities)
+    tempo = probabilities[activation.TEMPO_ROWS].mean(axis=1)
+    nearest = int(np.argmin(np.abs(np.log2(activation.TEMPO_BINS) - np.log2(song.bpm))))
+    return float(max(metre, key=metre.get) == song.metre), float(
+        abs(int(np.argmax(tempo)) - nearest) <= 1
+    )
 
 
 def f_measure(found: np.ndarray, truth: np.ndarray) -> float:

@@ -41,7 +41,31 @@ def test_targets_mark_each_beat_and_each_bar_s_first_beat_on_its_frame():
     assert np.abs(beats - expected[-len(beats) :]).max() <= meter.HOP / meter.SAMPLE_RATE
     assert len(downbeats) == pytest.approx(len(beats) / 3, abs=1)
     assert set(np.round(np.diff(downbeats) / (3 * 60.0 / 90.0), 1)) == {1.0}
-    assert set(np.unique(marks)) == {0.0, 0.5, 1.0}
+    assert set(np.unique(marks[:2])) == {0.0, 0.5, 1.0}
+
+
+def test_targets_hold_the_song_s_metre_and_tempo_on_every_frame():
+    song = fa.DevSong("corpus60", "x", "x.wav", 85.0, "6/8", "C", "major")
+    marks = study.targets(song, 500)
+    metre = marks[activation.METRE_ROWS]
+    assert (metre[activation.METRE_CLASSES.index("6/8")] == 1.0).all() and metre.sum() == 500
+    tempo = marks[activation.TEMPO_ROWS]
+    assert np.allclose(tempo.sum(axis=0), 1.0) and (tempo == tempo[:, :1]).all()
+    bins = np.array(activation.TEMPO_BINS)
+    assert set(bins[np.argsort(tempo[:, 0])[-2:]].round(1)) == {80.0, 89.8}  # its two nearest
+
+
+def test_a_padded_frame_adds_nothing_to_the_heads_loss():
+    import torch
+
+    song = fa.DevSong("corpus60", "x", "x.wav", 120.0, "4/4", "C", "major")
+    target = torch.from_numpy(study.targets(song, 400))[None]
+    rows = len(activation.OUTPUTS)
+    logits = torch.randn(1, rows, 800, generator=torch.Generator().manual_seed(0))
+    padded = torch.nn.functional.pad(target, (0, 400))  # 400 frames of nothing
+    whole = study.head_loss(logits[..., :400], target)
+    assert study.head_loss(logits, padded) == pytest.approx(whole.item() / 2, rel=1e-6)
+    assert whole > 0 and study.loss_of(logits[..., :400], target) > study.HEAD_WEIGHT * whole
 
 
 def test_the_f_measure_counts_a_peak_within_seventy_milliseconds():

@@ -7,8 +7,18 @@ log-compressed) and the chroma's novelty in the full band and the bass (one minu
 between consecutive frames, at the onset frames' times). It is a temporal convolutional
 network: a convolution of three taps into WIDTH channels, then residual layers of dilated
 convolutions of three taps (dilation 1, 2, 4 ... 512: each frame sees about 12 s either
-side), ELU after each, and a last one-tap convolution to two logits, the beat's and the
-downbeat's, turned into probabilities.
+side), ELU after each, and a last one-tap convolution to the logits of OUTPUTS, turned into
+probabilities a frame:
+
+- the beat's and the downbeat's (each a sigmoid);
+- the metre's, over METRE_CLASSES (a softmax): what the ~24 s the frame sees sound like;
+- the tempo's, over TEMPO_BINS (a softmax over tempi a sixth of an octave apart): the
+  beat's tempo, in the metre's beats (dotted quarters in 6/8 and 12/8).
+
+A clip's metre and tempo are those frames' mean (clip_metre, clip_tempo). Learning the tempo
+and the metre beside the beats, from the same layers, is the multi-task way of beat trackers
+(one network, several heads): each head keeps the others' layers honest, and the level model
+(analysis.meter) weighs what they say against the rest of its evidence.
 
 It is fitted by tests/analysis/fit_analysis.py (tests/analysis/fit_activation.py) on the
 development songs' known beats and bar lines (torch), and run here with numpy alone from
@@ -33,6 +43,16 @@ BAND_EDGES = (0, 100, 200, 400, 800, 1600, 3200, 6400, 22050)  # Hz, the last to
 INPUTS = tuple(f"band {lo}-{hi} Hz" for lo, hi in zip(BAND_EDGES, BAND_EDGES[1:], strict=False))
 INPUTS += ("chroma novelty, full band", "chroma novelty, bass")
 NOVELTY_SCALE = 4.0  # novelty is 0..1 and mostly small; the band curves are about 1
+METRE_CLASSES = ("4/4", "3/4", "6/8", "12/8")  # analysis.meter.METRES
+TEMPO_BINS = tuple(40.0 * 2 ** (k / 6) for k in range(16))  # BPM, 40 to 226
+OUTPUTS = (
+    "beat",
+    "downbeat",
+    *(f"metre {m}" for m in METRE_CLASSES),
+    *(f"tempo {bpm:.1f}" for bpm in TEMPO_BINS),
+)
+METRE_ROWS = slice(2, 2 + len(METRE_CLASSES))
+TEMPO_ROWS = slice(METRE_ROWS.stop, len(OUTPUTS))
 NETWORK_FILE = Path(__file__).with_name("activation.safetensors")
 
 
@@ -60,10 +80,23 @@ def frame_times(frames: int, hop: int, frame: int) -> np.ndarray:
     return ((np.arange(frames) + 1) * hop + frame / 2) / SAMPLE_RATE
 
 
+def clip_metre(probabilities: np.ndarray) -> dict[str, float]:
+    """A clip's metre: the mean over its frames of each METRE_CLASSES probability."""
+    return dict(zip(METRE_CLASSES, probabilities[METRE_ROWS].mean(axis=1).tolist(), strict=True))
+
+
+def clip_tempo(probabilities: np.ndarray, bpm: float) -> float:
+    """The clip's tempo probability at `bpm`: the frames' mean over TEMPO_BINS, read between
+    its two nearest bins (in octaves; the end bins beyond the range)."""
+    mean = probabilities[TEMPO_ROWS].mean(axis=1)
+    return float(np.interp(np.log2(bpm), np.log2(TEMPO_BINS), mean))
+
+
 @dataclass(frozen=True)
 class Network:
     """The fitted network's weights (float32), as torch's Conv1d keeps them: first [WIDTH,
-    inputs, 3], layers [layers, WIDTH, WIDTH, 3] with their dilations, last [2, WIDTH]."""
+    inputs, 3], layers [layers, WIDTH, WIDTH, 3] with their dilations, last [OUTPUTS,
+    WIDTH]."""
 
     first_weight: np.ndarray
     first_bias: np.ndarray
@@ -74,13 +107,12 @@ class Network:
     dilations: tuple[int, ...]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """[2, frames]: the beat and the downbeat probability of each frame of `x`
+        """[len(OUTPUTS), frames]: each frame's probabilities (module docstring) for `x`
         [len(INPUTS), frames]."""
         h = _elu(_convolve(x, self.first_weight, self.first_bias, 1))
         for w, b, dilation in zip(self.layer_weight, self.layer_bias, self.dilations, strict=True):
             h = h + _elu(_convolve(h, w, b, dilation))
-        logits = self.last_weight @ h + self.last_bias[:, None]
-        return 1.0 / (1.0 + np.exp(-logits))
+        return probabilities(self.last_weight @ h + self.last_bias[:, None])
 
     @classmethod
     def load(cls, path: Path) -> Network:
@@ -93,11 +125,24 @@ class Network:
                 raise ValueError(
                     f"{path}: fitted for the inputs {named}; this reads {list(INPUTS)}"
                 )
+            given = json.loads(metadata.get("outputs", '["beat", "downbeat"]'))
+            if tuple(given) != OUTPUTS:
+                raise ValueError(f"{path}: fitted for the outputs {given}; this reads {OUTPUTS}")
             names = ("first.weight", "first.bias", "layers.weight", "layers.bias")
             arrays = [stored.get_tensor(name) for name in (*names, "last.weight", "last.bias")]
             dilations = tuple(json.loads(metadata["dilations"]))
-        arrays[4] = arrays[4].reshape(arrays[4].shape[0], -1)  # [2, WIDTH, 1] -> [2, WIDTH]
+        arrays[4] = arrays[4].reshape(arrays[4].shape[0], -1)  # [outputs, WIDTH, 1] -> 2-D
         return cls(*arrays, dilations=dilations)
+
+
+def probabilities(logits: np.ndarray) -> np.ndarray:
+    """The logits [len(OUTPUTS), frames] as probabilities: a sigmoid for the beat and the
+    downbeat, a softmax over the metre's rows and one over the tempo's."""
+    out = 1.0 / (1.0 + np.exp(-logits))
+    for rows in (METRE_ROWS, TEMPO_ROWS):
+        shifted = np.exp(logits[rows] - logits[rows].max(axis=0))
+        out[rows] = shifted / shifted.sum(axis=0)
+    return out
 
 
 def _convolve(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, dilation: int) -> np.ndarray:

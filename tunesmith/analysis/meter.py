@@ -74,7 +74,10 @@ does, each from the structure of metre itself, not from the tempo it would give 
   their divisions) and `act_downbeat` (the downbeat activation on one beat of the bar against
   the others). Measured on the development songs (2,095, cross-validated, three networks in the
   model) they raised the tempo from 1,774 to 1,806, the time signature from 1,753 to 1,775 and
-  the tempo of the 4 s and 8 s excerpts from 1,447 to 1,491 and 1,659 to 1,687.
+  the tempo of the 4 s and 8 s excerpts from 1,447 to 1,491 and 1,659 to 1,687. The same
+  network also says, a frame at a time, which metre and which tempo it hears (analysis.
+  activation's metre and tempo heads): `act_tempo` is the log of the clip's tempo
+  probability at the hypothesis's tempo, `act_metre` that of its metre.
 
 A value that some hypothesis cannot measure (a lag longer than half the clip: the slow
 readings of a short clip) is left out for every hypothesis of that clip, so that a missing
@@ -205,8 +208,11 @@ ACTIVATION_FEATURES = (
     "act_bar_half",
     "act_accent",
     "act_downbeat",
+    "act_tempo",
+    "act_metre",
 )
 FEATURES += ACTIVATION_FEATURES
+LEAST_PROBABILITY = 1e-3  # the floor under a learned probability before its log
 # The hypothesis's own level and metre, as indicators: what the tracker's pulse usually is
 # (its eighths, its half notes, ...) and how common each metre is. Factor 1 and 4/4 are the
 # reference (no indicator).
@@ -291,7 +297,7 @@ def hypotheses(
     beats: np.ndarray | None = None,
 ) -> list[Hypothesis]:
     """Every (metre, factor) of the module docstring inside the tempo range, with its
-    evidence. `beats`: the clip's beat and downbeat activation [2, frames], by default
+    evidence. `beats`: the clip's activations [len(activation.OUTPUTS), frames], by default
     analysis.activation's network on `onsets.bands` and `chroma`."""
     full_acf, low_acf = onsets.full_acf, onsets.low_acf
     if beats is None:
@@ -299,8 +305,9 @@ def hypotheses(
         if bands is None:  # only the two curves: the bands read as silent
             bands = np.zeros((len(activation.BAND_EDGES) - 1, len(onsets.full)))
         beats = activation.network()(activation.inputs(bands, chroma, HOP, FRAME))
-    learned = Onsets(*beats, *(autocorrelation(curve) for curve in beats))
+    learned = Onsets(*beats[:2], *(autocorrelation(curve) for curve in beats[:2]))
     learned_shift = grid_shift(ticks, learned.full)
+    learned_metre = activation.clip_metre(beats)
     weighed = [
         (metre, bar, factor)
         for metre, bar in METRES.items()
@@ -344,6 +351,8 @@ def hypotheses(
         }
         evidence |= grid_evidence(ticks, factor, bar, onsets, shift)
         evidence |= activation_evidence(ticks, factor, bar, beat, learned, learned_shift)
+        evidence["act_tempo"] = math.log(activation.clip_tempo(beats, bpm) + LEAST_PROBABILITY)
+        evidence["act_metre"] = math.log(learned_metre[metre] + LEAST_PROBABILITY)
         for lag in PROFILE_LAGS:
             evidence[f"full_{lag}"] = _at(full_acf, float(lag) * beat)
             evidence[f"low_{lag}"] = _at(low_acf, float(lag) * beat)

@@ -34,7 +34,7 @@ from tunesmith.analysis import meter as meter_analysis
 from tunesmith.analysis.meter import MAX_TEMPO, MIN_TEMPO
 
 ALTERNATIVE = 0.1  # a tempo this probable is named beside the chosen one
-REVIEW_PROBABILITY = 0.90  # a tempo less probable than this is listed for review
+REVIEW_PROBABILITY = 0.95  # a tempo less probable than this is listed for review
 
 __all__ = ["MAX_TEMPO", "MIN_TEMPO", "NO_TEMPO", "Tempo", "Track", "estimate_tempo", "track"]
 
