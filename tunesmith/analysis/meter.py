@@ -77,7 +77,10 @@ does, each from the structure of metre itself, not from the tempo it would give 
   the tempo of the 4 s and 8 s excerpts from 1,447 to 1,491 and 1,659 to 1,687. The same
   network also says, a frame at a time, which metre and which tempo it hears (analysis.
   activation's metre and tempo heads): `act_tempo` is the log of the clip's tempo
-  probability at the hypothesis's tempo, `act_metre` that of its metre.
+  probability at the hypothesis's tempo, `act_metre` that of its metre. Measured on the
+  development songs (2,247, cross-validated, the same folds) against the network without the
+  heads, they raised the tempo from 1,916 to 1,952 and the time signature from 1,898 to 1,917;
+  on the seventeenth corpus, held out, two tempi and no time signature.
 
 A value that some hypothesis cannot measure (a lag longer than half the clip: the slow
 readings of a short clip) is left out for every hypothesis of that clip, so that a missing
@@ -86,27 +89,27 @@ value never counts as a low one.
 A fitted model turns each hypothesis's values, and two indicators of its own (its factor, its
 metre: how often the tracker's pulse is the beat, its eighths, its half notes..., and how common
 each metre is), into its log-odds; the softmax over a clip's hypotheses gives probabilities.
-Nothing in it is a prior over BPM. The model (LevelModel, in MODEL_FILE) is small: ten
-networks of one layer of 64 tanh units, each fitted from its own random start, their scores
-averaged. It was a weighted sum of the same values until the seventh corpus, but what one value
-says depends on the others (a bar that recurs in the bass matters when there is a bass; the
-harmony when the chords move), and a sum cannot weigh that: on the development songs of the
-time, cross-validated, the networks read 970 tempi of 1,111 against the sum's 947, and 969
-time signatures against 953 (docs/conventions/labels.md has the figures by corpus). It is
-fitted (maximum likelihood of the right hypothesis, a little L2 shrinkage) by
-tests/analysis/fit_analysis.py on development songs only, 2,095 of them: both halves of
+Nothing in it is a prior over BPM but what the learned tempo carries (it hears the tempo in the
+sound, and learned it on songs whose tempi are spread evenly over 45-200 BPM). The model
+(LevelModel, in MODEL_FILE) is small: ten networks of one layer of 64 tanh units, each fitted
+from its own random start, their scores averaged. It was a weighted sum of the same values until
+the seventh corpus, but what one value says depends on the others (a bar that recurs in the bass
+matters when there is a bass; the harmony when the chords move), and a sum cannot weigh that: on
+the development songs of the time, cross-validated, the networks read 970 tempi of 1,111 against
+the sum's 947, and 969 time signatures against 953 (docs/conventions/labels.md has the figures
+by corpus). It is fitted (maximum likelihood of the right hypothesis, a little L2 shrinkage) by
+tests/analysis/fit_analysis.py on development songs only, 2,247 of them: both halves of
 tests/analysis/corpus60.py and of tests/analysis/corpus96.py and all of
 tests/analysis/corpus48.py, corpus56.py, corpus52.py, corpus64.py, corpus72.py, corpus80.py,
-corpus88.py, corpus104.py, corpus112.py, corpus120.py, corpus128.py, corpus136.py and
-corpus144.py
-(hand-written arrangements, chords held one or two bars; each was scored as held-out data, then
-became development data), corpus60's "dev_extra" songs (192 more of its generator), 480 songs in
-arrangements drawn at random (tests/analysis/random_styles.py: what was learnt from a table of
-arrangements did not carry over to the next table, what is learnt from random ones does better)
-and the "tuning" half of tests/analysis/corpus.py with 48 more songs of its generator, each
-whole and as 4 s and 8 s excerpts (a short clip is weighed on less, and the model has seen what
-that looks like). The held-out songs are tests/analysis/corpus152.py's, scored once, in
-arrangements none of those has.
+corpus88.py, corpus104.py, corpus112.py, corpus120.py, corpus128.py, corpus136.py, corpus144.py
+and corpus152.py (hand-written arrangements, chords held one or two bars; each was scored as
+held-out data, then became development data), corpus60's "dev_extra" songs (192 more of its
+generator), 480 songs in arrangements drawn at random (tests/analysis/random_styles.py: what was
+learnt from a table of arrangements did not carry over to the next table, what is learnt from
+random ones does better) and the "tuning" half of tests/analysis/corpus.py with 48 more songs of
+its generator, each whole and as 4 s and 8 s excerpts (a short clip is weighed on less, and the
+model has seen what that looks like). The held-out songs are tests/analysis/corpus160.py's,
+scored once, in arrangements none of those has.
 
 The tempo's probability is the sum over the hypotheses within 4% of it (a 3/4 and a 6/8
 reading can agree on the tempo and differ on the metre), the time signature's the sum over
