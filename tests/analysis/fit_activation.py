@@ -244,13 +244,10 @@ def head_loss(logits, target):
 
     from tunesmith.analysis import activation
 
-    total = 0.0
-    for rows in (activation.METRE_ROWS, activation.TEMPO_ROWS):
-        total = (
-            total
-            + functional.cross_entropy(logits[:, rows], target[:, rows], reduction="none").mean()
-        )
-    return total
+    return sum(
+        functional.cross_entropy(logits[:, rows], target[:, rows])
+        for rows in (activation.METRE_ROWS, activation.TEMPO_ROWS)
+    )
 
 
 def activations(net, x: np.ndarray) -> np.ndarray:
@@ -271,7 +268,7 @@ def head_scores(song, probabilities: np.ndarray) -> tuple[float, float]:
 
     metre = activation.clip_metre(probabilities)
     tempo = probabilities[activation.TEMPO_ROWS].mean(axis=1)
-    nearest = int(np.argmin(np.abs(np.log2(activation.TEMPO_BINS) - np.log2(song.bpm))))
+    nearest = int(np.argmax(tempo_target(song.bpm)))  # the target peaks on the nearest bin
     return float(max(metre, key=metre.get) == song.metre), float(
         abs(int(np.argmax(tempo)) - nearest) <= 1
     )
