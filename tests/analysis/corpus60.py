@@ -389,6 +389,7 @@ LATER_TABLES = (
     ("corpus144", "STYLES144"),
     ("corpus152", "STYLES152"),
     ("corpus160", "STYLES160"),
+    ("corpus168", "STYLES168"),
 )
 
 
