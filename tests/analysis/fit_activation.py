@@ -9,7 +9,7 @@ out of the training). tests/analysis/fit_analysis.py calls this module:
 - the inputs (analysis.activation.inputs) from analysis.meter.onset_bands' eight bands, cached
   beside fit_analysis's measurements (data/cache/fit_analysis/bands/), and the chroma
   fit_analysis measured;
-- one network for each fold of fit_analysis.arrangement_folds, trained on the whole songs of
+- one network for each fold of fit_analysis.table_folds, trained on the whole songs of
   the other three folds, gives each clip (whole and excerpts) of its own fold its activations:
   out of fold, as the level model will meet them on music the network has not heard; the level
   model is fitted and cross-validated on those;

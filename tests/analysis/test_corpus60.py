@@ -4,8 +4,8 @@ The corpus (tests/analysis/corpus60.py) is checked on what it says of itself (me
 tempi, arrangements, formats, soundfonts, the split) and on the MIDI it renders (the tempo,
 time signature and notes the truth claims). Its test half was scored once, with the analysis
 fitted on development songs only, and has been development data since the second corpus
-(tests/analysis/corpus96.py); the corpus the suite scores now is the seventeenth
-(tests/analysis/test_corpus160.py). The figures of both halves here come from
+(tests/analysis/corpus96.py); the corpus the suite scores now is the eighteenth
+(tests/analysis/test_corpus168.py). The figures of both halves here come from
 tests/analysis/fit_analysis.py and tests/analysis/measure.py (docs/conventions/labels.md).
 """
 
@@ -296,21 +296,25 @@ def test_the_scoring_rules() -> None:
     assert not wrong.timesignature_right
 
 
-def test_a_cross_validation_fold_holds_whole_arrangements() -> None:
-    # four songs of each of 26 arrangements and 40 arrangements of one song, and the excerpts
+def test_a_cross_validation_fold_holds_whole_tables() -> None:
+    # corpus60's three sources are one table of arrangements, corpus96's two another; each
+    # later corpus and the random arrangements are a table of their own
+    sizes = {"corpus60": 32, "corpus60_test": 32, "dev_extra": 64, "corpus96": 48}
+    sizes |= {"corpus96_test": 48, "corpus104": 104, "corpus112": 112, "random": 40}
     songs = [
-        fit_analysis.DevSong("corpus", f"s{i}", "", 100.0, "4/4", "C", "major", f"style{i % 26}")
-        for i in range(104)
-    ] + [
-        fit_analysis.DevSong("random", f"r{i}", "", 100.0, "4/4", "C", "major", f"random_{i}")
-        for i in range(40)
+        fit_analysis.DevSong(source, f"{source}{i}", "", 100.0, "4/4", "C", "major", f"a{i % 4}")
+        for source, n in sizes.items()
+        for i in range(n)
     ]
     songs += fit_analysis.excerpts(songs)
-    folds = fit_analysis.arrangement_folds(songs)
+    folds = fit_analysis.table_folds(songs)
     assert len(folds) == fit_analysis.FOLDS and set().union(*folds) == set(range(len(songs)))
     assert sum(len(f) for f in folds) == len(songs)  # each song in one fold
-    for fold in folds:
-        held = {songs[i].arrangement for i in fold}
-        assert not any(songs[i].arrangement in held for i in set(range(len(songs))) - fold)
-    assert max(len(f) for f in folds) - min(len(f) for f in folds) <= 12  # one arrangement
-    assert fit_analysis.arrangement_folds(songs) == folds  # the same every run
+    tables = [{fit_analysis.table_of(songs[i]) for i in fold} for fold in folds]
+    assert sorted(len(t) for t in tables) == [1, 1, 1, 2]  # five tables in four folds
+    assert {"corpus60", "corpus96"} not in tables  # the two largest apart
+    for fold, held in zip(folds, tables, strict=True):
+        others = set(range(len(songs))) - fold
+        assert not any(fit_analysis.table_of(songs[i]) in held for i in others)
+    assert {songs[i].source for i in folds[0]} == {"corpus60", "corpus60_test", "dev_extra"}
+    assert fit_analysis.table_folds(songs) == folds  # the same every run

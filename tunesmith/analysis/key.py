@@ -77,14 +77,14 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 6.521,
-    "extractor": 2.284,
+    "profile": 6.182,
+    "extractor": 2.316,
     "start_end": 3.124,
-    "start_end_bass": 2.123,
-    "tonic_chord": 2.781,
-    "diatonic_chords": 16.938,
+    "start_end_bass": 2.169,
+    "tonic_chord": 2.414,
+    "diatonic_chords": 16.197,
 }
-REVIEW_PROBABILITY = 0.80  # a key less probable than this is listed for review
+REVIEW_PROBABILITY = 0.70  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
 
 

@@ -98,17 +98,19 @@ matters when there is a bass; the harmony when the chords move), and a sum canno
 the development songs of the time, cross-validated, the networks read 970 tempi of 1,111 against
 the sum's 947, and 969 time signatures against 953 (docs/conventions/labels.md has the figures
 by corpus). It is fitted (maximum likelihood of the right hypothesis, a little L2 shrinkage) by
-tests/analysis/fit_analysis.py on development songs only, 2,247 of them: both halves of
-tests/analysis/corpus60.py and of tests/analysis/corpus96.py and all of
-tests/analysis/corpus48.py, corpus56.py, corpus52.py, corpus64.py, corpus72.py, corpus80.py,
-corpus88.py, corpus104.py, corpus112.py, corpus120.py, corpus128.py, corpus136.py, corpus144.py
-and corpus152.py (hand-written arrangements, chords held one or two bars; each was scored as
-held-out data, then became development data), corpus60's "dev_extra" songs (192 more of its
-generator), 480 songs in arrangements drawn at random (tests/analysis/random_styles.py: what was
-learnt from a table of arrangements did not carry over to the next table, what is learnt from
-random ones does better) and the "tuning" half of tests/analysis/corpus.py with 48 more songs of
-its generator, each whole and as 4 s and 8 s excerpts (a short clip is weighed on less, and the
-model has seen what that looks like). The held-out songs are tests/analysis/corpus160.py's,
+tests/analysis/fit_analysis.py on development songs only, 2,407 of them: both halves of
+tests/analysis/corpus60.py and of tests/analysis/corpus96.py and all of tests/analysis/corpus48.py,
+corpus56.py, corpus52.py, corpus64.py, corpus72.py, corpus80.py, corpus88.py, corpus104.py,
+corpus112.py, corpus120.py, corpus128.py, corpus136.py, corpus144.py, corpus152.py and corpus160.py
+(hand-written arrangements, chords held one or two bars; each was scored as held-out data, then
+became development data), corpus60's "dev_extra" songs (192 more of its generator), 480 songs in
+arrangements drawn at random (tests/analysis/random_styles.py: what was learnt from a table of
+arrangements did not carry over to the next table, what is learnt from random ones does better) and
+the "tuning" half of tests/analysis/corpus.py with 48 more songs of its generator, each whole and as
+4 s and 8 s excerpts (a short clip is weighed on less, and the model has seen what that looks like).
+The learned activations it is fitted on are each clip's from a network that never heard the clip's
+corpus (fit_analysis.table_folds): the model weighs them as they sound on music from a new table of
+arrangements, as the held-out songs are. The held-out songs are tests/analysis/corpus168.py's,
 scored once, in arrangements none of those has.
 
 The tempo's probability is the sum over the hypotheses within 4% of it (a 3/4 and a 6/8
@@ -125,10 +127,10 @@ and 8 s excerpts from 910 to 925 and 1,052 to 1,057, and the time signature from
 that probability raised to a power that puts REVIEW_PROBABILITY at 0.5, the labels' review
 floor: values whose runners-up are close get listed. The review probabilities were set on the
 same development songs from cross-validated probabilities (tests/analysis/fit_analysis.py
-gives the rule), each fold holding whole arrangements so that the probabilities are those of
-music the fit has not met: for the tempo and the key together, the pair that catches 80% of
-the wrong values while listing the fewest right ones; for the time signature, the level under
-which 80% of its wrong values fall.
+gives the rule), each fold holding whole corpora so that the probabilities are those of music
+from a table of arrangements the fit has not met: for the tempo and the key together, the pair
+that catches 80% of the wrong values while listing the fewest right ones; for the time
+signature, the level under which 80% of its wrong values fall.
 
 Not handled: 2/4 (read as 4/4), 5/4, 7/8 and other odd metres, metre and tempo changes;
 music whose chords do not change with the bar (a drone, one chord throughout) leaves the
