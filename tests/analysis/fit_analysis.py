@@ -155,7 +155,6 @@ class DevSong:
     metre: str
     tonic: str
     scale: str
-    arrangement: str = ""  # its style; the cross-validation keeps an arrangement's songs together
     seconds: float = 0.0  # an excerpt this long (EXCERPTS), 0: the whole song
 
 
@@ -168,8 +167,7 @@ def dev_songs() -> list[DevSong]:
     """The development songs of the module docstring, rendering them where missing."""
 
     def of(source: str, folder: Path, table) -> list[DevSong]:
-        # corpus60's generator and those drawn by its rule name a style; the 22-song
-        # corpus's generator a groove, all 4/4
+        # the 22-song corpus's generator names no metre: all its songs are 4/4
         return [
             DevSong(
                 source,
@@ -179,7 +177,6 @@ def dev_songs() -> list[DevSong]:
                 getattr(s, "metre", "4/4"),
                 s.tonic,
                 s.scale,
-                getattr(s, "style", None) or s.groove,
             )
             for s in table
         ]
