@@ -390,6 +390,7 @@ LATER_TABLES = (
     ("corpus152", "STYLES152"),
     ("corpus160", "STYLES160"),
     ("corpus168", "STYLES168"),
+    ("corpus176", "STYLES176"),
 )
 
 
