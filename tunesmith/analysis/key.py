@@ -77,14 +77,14 @@ FEATURES = (
 )
 # Fitted by tests/analysis/fit_analysis.py (module docstring).
 WEIGHTS = {
-    "profile": 6.182,
-    "extractor": 2.316,
-    "start_end": 3.124,
-    "start_end_bass": 2.169,
-    "tonic_chord": 2.414,
-    "diatonic_chords": 16.197,
+    "profile": 6.343,
+    "extractor": 2.278,
+    "start_end": 2.823,
+    "start_end_bass": 2.213,
+    "tonic_chord": 2.122,
+    "diatonic_chords": 16.306,
 }
-REVIEW_PROBABILITY = 0.70  # a key less probable than this is listed for review
+REVIEW_PROBABILITY = 0.80  # a key less probable than this is listed for review
 KEYS = tuple((tonic, scale) for scale in ("major", "minor") for tonic in range(12))
 
 
