@@ -52,7 +52,7 @@ rule is printed with it).
 
 Each whole song's out-of-fold reading (its hypotheses with every member's score, its keys'
 probabilities) is saved to data/cache/fit_analysis/<CACHE_VERSION>/out_of_fold.npz
-(OutOfFold), so the review can be studied without a refit.
+(OutOfFold), so the review can be studied without a refit (tests/analysis/study_review.py).
 
 Run from the repository root (renders what is missing, then caches the measured values in
 data/cache/fit_analysis/):
