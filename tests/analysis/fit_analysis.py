@@ -681,13 +681,10 @@ class OutOfFold:
     def add_tempo(self, i: int, fold: int, model, x: np.ndarray, found, song: DevSong) -> None:
         from tunesmith.analysis import meter
 
-        units = np.tanh(
-            np.einsum("mhi,ci->mch", model.hidden_weight, x) + model.hidden_bias[:, None]
-        )
         self.tempo[i] = {
             "fold": np.array([fold]),
             "x": x,
-            "scores": np.einsum("mch,mh->cm", units, model.out_weight),  # hypotheses x members
+            "scores": model.member_scores(x),  # hypotheses x members
             "bpm": np.array([h.bpm for h in found]),
             "factor": np.array([float(h.factor) for h in found]),
             "metre": np.array([h.metre for h in found]),

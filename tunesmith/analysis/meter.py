@@ -506,10 +506,14 @@ class LevelModel:
     hidden_bias: np.ndarray
     out_weight: np.ndarray
 
-    def log_odds(self, x: np.ndarray) -> np.ndarray:
-        """One score for each row of `x` (candidates x INPUTS)."""
+    def member_scores(self, x: np.ndarray) -> np.ndarray:
+        """Every member's score of each row of `x` (candidates x INPUTS): candidates x members."""
         units = np.tanh(np.einsum("mhi,ci->mch", self.hidden_weight, x) + self.hidden_bias[:, None])
-        return np.einsum("mch,mh->c", units, self.out_weight) / len(self.out_weight)
+        return np.einsum("mch,mh->cm", units, self.out_weight)
+
+    def log_odds(self, x: np.ndarray) -> np.ndarray:
+        """One score for each row of `x` (candidates x INPUTS): the members' mean."""
+        return self.member_scores(x).mean(axis=1)
 
     @classmethod
     def load(cls, path: Path) -> LevelModel:
