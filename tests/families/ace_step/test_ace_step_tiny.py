@@ -110,7 +110,8 @@ def test_the_tiny_vae_encodes_the_audio_not_a_constant(ace_pipe):
     assert max(d.std.max().item() for d in latents) < 0.01  # a narrow posterior
     silence = ace_pipe.condition_encoder.silence_latent
     assert silence.shape == (1, 15000, 8)
-    assert torch.allclose(silence[0, 0], latents[1].mean[0, :, 25], atol=1e-5)
+    # the builder keeps float16's precision of silence's latent (the same bytes on every machine)
+    assert torch.allclose(silence[0, 0], latents[1].mean[0, :, 25], atol=5e-4)
 
 
 def test_making_it_again_leaves_it_and_a_foreign_folder_is_refused(tiny_ace_step, tmp_path):

@@ -38,7 +38,7 @@ from tunesmith.families.ace_step.model import SAMPLE_RATE, check_base_model
 from tunesmith.families.base_model import quiet_loading
 from tunesmith.families.tiny import write_tiny
 
-FORMAT = 1  # bump when the builder changes what it writes for the same config and seed
+FORMAT = 2  # bump when the builder changes what it writes for the same config and seed
 
 LATENT_DIM = 8  # real 64: the VAE's latent channels, the DiT's audio_acoustic_hidden_dim
 HIDDEN = 32  # real 2048: DiT, condition encoder, audio tokenizer and detokenizer width
@@ -229,6 +229,25 @@ def _byte_alphabet() -> list[str]:
     return sorted(ByteLevel.alphabet())
 
 
+# The folder must be the same bytes on every machine: its fingerprint names the encoded files
+# and keys the runs. Its calibration encodes noise and silence, and a forward pass's last bits
+# depend on the processor (the convolutions' sums run in another order on another chip, or on
+# more threads; silence's latent, a near cancellation, moved by 1e-3 of itself). So the
+# calibration encodes in float64 and keeps float16's precision of what it measured: a float64
+# sum's error is far below that rounding step.
+def _encode_exactly(vae: torch.nn.Module, audio: torch.Tensor) -> torch.Tensor:
+    """The posterior mean of `audio`, computed in float64 (the VAE is float32 again after)."""
+    try:
+        return vae.eval().double().encode(audio.double()).latent_dist.mean.float()
+    finally:
+        vae.float()  # float32 -> float64 -> float32 gives the same bytes
+
+
+def _same_everywhere(values: torch.Tensor) -> torch.Tensor:
+    """`values` rounded to float16's precision (11 bits)."""
+    return values.to(torch.float16).to(values.dtype)
+
+
 @torch.no_grad()
 def _standardize_latents(vae: torch.nn.Module, seed: int) -> torch.nn.Module:
     """Rescale the mean half of the encoder's last conv so two seconds of white noise (seeded,
@@ -239,8 +258,8 @@ def _standardize_latents(vae: torch.nn.Module, seed: int) -> torch.nn.Module:
     """
     generator = torch.Generator().manual_seed(seed)
     noise = CALIBRATION_RMS * torch.randn(1, 2, 2 * SAMPLE_RATE, generator=generator)
-    means = vae.eval().encode(noise).latent_dist.mean
-    mean, std = means.mean(dim=(0, 2)), means.std(dim=(0, 2))
+    means = _encode_exactly(vae, noise)
+    mean, std = _same_everywhere(means.mean(dim=(0, 2))), _same_everywhere(means.std(dim=(0, 2)))
     conv = vae.encoder.conv2
     conv.weight_g[:LATENT_DIM] *= (1 / std)[:, None, None]  # weight_g: [out_channels, 1, 1]
     conv.bias[:LATENT_DIM] = (conv.bias[:LATENT_DIM] - mean) / std
@@ -270,8 +289,8 @@ def _encode_silence(vae: torch.nn.Module, condition_encoder: torch.nn.Module) ->
     padding), so two seconds are encoded and their middle frame is repeated.
     """
     seconds = 2
-    latents = vae.encode(torch.zeros(1, 2, seconds * SAMPLE_RATE)).latent_dist.mean
-    middle = latents[0, :, latents.shape[-1] // 2]
+    latents = _encode_exactly(vae, torch.zeros(1, 2, seconds * SAMPLE_RATE))
+    middle = _same_everywhere(latents[0, :, latents.shape[-1] // 2])
     condition_encoder.silence_latent.copy_(middle.expand(1, SILENCE_FRAMES, LATENT_DIM))
 
 
