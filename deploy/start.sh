@@ -96,8 +96,9 @@ pids=()
 stop() {
   trap - INT TERM
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  local alive=()
-  for ((tenth = 0; tenth < grace * 10; tenth++)); do
+  local alive=("${pids[@]}") deadline=$((SECONDS + grace))
+  # counted by the clock, not by turns of the loop: under load each `sleep` starts late
+  while ((SECONDS < deadline)); do
     alive=()
     for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
     [[ ${#alive[@]} -gt 0 ]] || break
