@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -104,3 +105,29 @@ def test_a_model_index_as_diffusers_converter_writes_it_loads(copy):
     pipe = load_pipeline(copy)
     assert type(pipe.condition_encoder).__name__ == "AceStepConditionEncoder"
     assert pipe.audio_tokenizer is not None
+
+
+@pytest.mark.parametrize("seconds", [4.4, 2.2, 0.5])
+def test_a_demo_renders_at_any_duration(ace_pipe, seconds):
+    """diffusers' AceStepPipeline takes its noise's length back from seconds (frames / 25 * 25,
+    rounded up): 4.4 s is 111 frames, and 111 / 25 * 25 rounds up to 112, beside a context of
+    111. The render passes its own noise, the pipeline's first draw, and gives every duration."""
+    from tunesmith.families.ace_step.config import AceStepDemo
+    from tunesmith.families.ace_step.sample import render_demo
+
+    demo = AceStepDemo(prompt="zqx, a loop", duration=seconds, steps=2, seed=3)
+    audio = render_demo(ace_pipe, demo)
+    assert audio.shape == (2, round(seconds * 48000)) and np.isfinite(audio).all()
+    if seconds == 0.5:  # a length the pipeline reads right: the same bytes as its own noise
+        generator = torch.Generator().manual_seed(3)
+        with torch.no_grad():
+            own = ace_pipe(
+                prompt=demo.prompt,
+                lyrics="[Instrumental]",
+                audio_duration=seconds,
+                num_inference_steps=2,
+                guidance_scale=demo.cfg,
+                shift=demo.shift,
+                generator=generator,
+            ).audios[0]
+        assert np.array_equal(audio, own.float().numpy()[:, : audio.shape[1]])

@@ -76,3 +76,11 @@ def test_the_same_codes_render_through_the_dit(ace_pipe):
     assert torch.equal(audio, again)
     other = audition.render_codes(ace_pipe, codes[::-1], DEMO, steps=2)
     assert not torch.equal(audio, other)  # the codes steer the render
+
+
+def test_codes_of_any_count_render_through_the_dit(ace_pipe):
+    # 49 codes are 245 frames, 9.8 s, and diffusers' pipeline, taking the noise's length back
+    # from seconds, would draw 246 (9.8 * 25 = 245.00000000000003, rounded up)
+    codes = [(7 * i) % 200 for i in range(49)]
+    audio = audition.render_codes(ace_pipe, codes, DEMO, steps=1)
+    assert audio.shape == (2, 49 * 5 * 1920) and torch.isfinite(audio).all()

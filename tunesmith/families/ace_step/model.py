@@ -319,3 +319,19 @@ def read_item(stem: Path) -> tuple[torch.Tensor, torch.Tensor | None, dict]:
     tensors = load_file(stem.with_suffix(".safetensors"))
     sidecar = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
     return tensors["latents"], tensors.get("audio_codes"), sidecar
+
+
+def first_noise(pipe, frames: int, generator: torch.Generator) -> torch.Tensor:
+    """The noise AceStepPipeline draws first, [1, frames, C], drawn here to pass as `latents`.
+
+    The pipeline counts its context's frames, then takes the noise's length back from seconds
+    (frames / 25, times 25, rounded up), which is one frame more for some counts: 111 frames
+    (a 4.4 s demo) come back as 112 and the two no longer concatenate. The draw is the
+    pipeline's own (the same shape, generator, device and dtype, and the generator's only use),
+    so every other length renders the same bytes as without it."""
+    from diffusers.utils.torch_utils import randn_tensor
+
+    shape = (1, frames, pipe.transformer.config.audio_acoustic_hidden_dim)
+    return randn_tensor(
+        shape, generator=generator, device=pipe._execution_device, dtype=pipe.transformer.dtype
+    )

@@ -14,13 +14,14 @@ the same `render_demo`.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from tunesmith.adapters import lokr_files, torch_lokr
-from tunesmith.families.ace_step.model import SAMPLE_RATE, load_pipeline
+from tunesmith.families.ace_step.model import SAMPLE_RATE, first_noise, load_pipeline
 from tunesmith.families.ace_step.text import INSTRUMENTAL
 
 ADAPTER = "tunesmith"
@@ -30,6 +31,7 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 def render_demo(pipe, demo) -> np.ndarray:
     """Stereo float32 [2, N] of `demo`, N = its duration in samples."""
     generator = torch.Generator().manual_seed(demo.seed)
+    frames = math.ceil(float(demo.duration) * pipe.latents_per_second)  # as the pipeline counts
     with torch.no_grad():
         audio = pipe(
             prompt=demo.prompt,
@@ -39,7 +41,7 @@ def render_demo(pipe, demo) -> np.ndarray:
             num_inference_steps=demo.steps,
             guidance_scale=demo.cfg,
             shift=demo.shift,
-            generator=generator,
+            latents=first_noise(pipe, frames, generator),
         ).audios[0]
     return audio.float().cpu().numpy()[:, : round(demo.duration * SAMPLE_RATE)]
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tunesmith.families.ace_step.model import codes_text
+from tunesmith.families.ace_step.model import codes_text, first_noise
 from tunesmith.families.ace_step_planner.data import CODES_PER_SECOND, prompt_text
 from tunesmith.families.ace_step_planner.model import PlannerVocab
 
@@ -160,13 +160,14 @@ def render_codes(
     if not codes:
         return torch.zeros(2, 0)
     generator = torch.Generator("cpu").manual_seed(demo.seed)
+    window = int(pipe.audio_token_detokenizer.config.pool_window_size)  # 25 Hz frames a code
     out = pipe(
         prompt=demo.caption,
         lyrics=demo.lyrics,
         audio_codes=codes_text(torch.tensor(codes)),
         num_inference_steps=steps,
         guidance_scale=guidance_scale,
-        generator=generator,
+        latents=first_noise(pipe, window * len(codes), generator),
         output_type="pt",
     )
     return out.audios[0].float().cpu()
