@@ -24,18 +24,15 @@ demo: $(STAMP)
 	$(BIN)/tunesmith run
 
 # Two test processes, one thread each: the suite is many small single-threaded runs, and the
-# same file always runs in one process (some modules share a cache folder). The files are
-# handed out longest first (tests/conftest.py's SLOWEST_FIRST), not xdist's most-tests first.
+# same file always runs in one process (some modules share a cache folder).
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
-	  --no-loadscope-reorder --durations=30
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 # The unit tier, for working: every test not marked `slow` (end-to-end builds, training runs of
 # more than a few steps, several processes). `make test` runs these and the slow ones.
 test-fast: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
-	  --no-loadscope-reorder -m "not slow" --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" --durations=15
 
 ui: $(STAMP)
 	$(BIN)/tunesmith ui

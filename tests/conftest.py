@@ -39,38 +39,6 @@ def pytest_configure(config: pytest.Config) -> None:
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 
-# The files that take longest, longest first: `make test` runs the suite on two processes, a
-# file at a time each, and hands each process the next file as it finishes; started last, a file
-# of several minutes leaves the other process idle at the end (xdist's own order, the files with
-# the most tests first, put the benchmarks and the fault builds last). Seconds of one process
-# on a clean clone, the held-out corpus rendered and analysed; a file not listed keeps its place
-# after these.
-SLOWEST_FIRST = (
-    "tests/faults/test_faults.py",  # 400
-    "tests/analysis/test_corpus176.py",  # 310
-    "tests/test_bench.py",  # 275
-    "tests/test_examples_end_to_end.py",  # 125
-    "tests/test_bench_steps.py",  # 120
-    "tests/deploy/test_postgres_deploy.py",  # 95
-    "tests/families/stable_audio_3/test_loss_options.py",  # 90
-    "tests/families/sdxl/test_adapter_runs.py",  # 80
-    "tests/test_golden.py",  # 75
-    "tests/analysis/test_corpus.py",  # 75
-    "tests/pipelines/test_ui.py",  # 70
-    "tests/train/test_mlx_distributed.py",  # 70
-    "tests/train/test_distributed.py",  # 65
-    "tests/quality/test_select_build.py",  # 60
-    "tests/pipelines/test_memory_fit.py",  # 55
-    "tests/families/sdxl/test_data_training.py",  # 50
-    "tests/pipelines/test_encoded.py",  # 50
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
-
-
 def write_clip(path: Path, seconds: float = 4.0, bpm: float = 120.0, freq: float = 220.0) -> Path:
     """A short stereo 44.1 kHz clip: a tone with a click on every beat."""
     sr = 44100
