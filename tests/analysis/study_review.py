@@ -71,11 +71,6 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max())
-    return e / e.sum()
-
-
 def tempo_rows(d: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(TEMPO_INPUTS per song, right, the shipped probability, fold) of every song's tempo,
     chosen from its out-of-fold reading as the analysis chooses (analysis.meter.decision)."""
@@ -90,10 +85,13 @@ def tempo_rows(d: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
         found = [
             SimpleNamespace(bpm=float(d["bpm"][j]), metre=str(d["metre"][j])) for j in range(a, b)
         ]
-        best, _, groups = meter.decision(found, _softmax(scores.mean(axis=1)))
+        best, _, groups = meter.decision(found, fit_analysis._softmax(scores.mean(axis=1)))
         chosen = groups[0]
         members = np.array(
-            [sum(_softmax(scores[:, m])[i] for i in chosen.members) for m in range(scores.shape[1])]
+            [
+                sum(fit_analysis._softmax(scores[:, m])[i] for i in chosen.members)
+                for m in range(scores.shape[1])
+            ]
         )
         second = groups[1] if len(groups) > 1 else None
         ratio = second.bpm / chosen.bpm if second else 0.0
