@@ -24,18 +24,18 @@ analysis.meter's file with `--write`. The songs:
 - tests/analysis/corpus72.py (72, "corpus72": the seventh corpus, 18 more arrangements, held
   out and scored once, development data since the eighth was drawn),
 - tests/analysis/corpus80.py, corpus88.py, corpus104.py, corpus112.py, corpus120.py,
-  corpus128.py, corpus136.py, corpus144.py, corpus152.py, corpus160.py and corpus168.py (80
-  "corpus80", 88 "corpus88", 104 "corpus104", 112 "corpus112", 120 "corpus120", 128
-  "corpus128", 136 "corpus136", 144 "corpus144", 152 "corpus152", 160 "corpus160" and 168
-  "corpus168": the eighth to eighteenth corpora, 348 more arrangements, each held out and
-  scored once, development data since the next was drawn),
+  corpus128.py, corpus136.py, corpus144.py, corpus152.py, corpus160.py, corpus168.py and
+  corpus176.py (80 "corpus80", 88 "corpus88", 104 "corpus104", 112 "corpus112", 120
+  "corpus120", 128 "corpus128", 136 "corpus136", 144 "corpus144", 152 "corpus152", 160
+  "corpus160", 168 "corpus168" and 176 "corpus176": the eighth to nineteenth corpora, 392 more
+  arrangements, each held out and scored once, development data since the next was drawn),
 - 480 songs in random arrangements, one each (tests/analysis/random_styles.py, "random"), and
 - the "tuning" half of tests/analysis/corpus.py (11, another generator, all 4/4), and 48
   more songs of that generator (its EXTRA_SONGS, "corpus22_extra": six a groove, sixteenth
   hats among them; 11 songs were too few to show the generator to the level model, which read
   its sixteenth-hat grooves at double).
 
-Never tests/analysis/corpus176.py, the nineteenth corpus (held out, scored once with the
+Never tests/analysis/corpus184.py, the twentieth corpus (held out, scored once with the
 change it was written for).
 
 The level model's learned beats (analysis.meter's `act_` values) come from
@@ -141,6 +141,7 @@ SOURCES = (
     "corpus152",
     "corpus160",
     "corpus168",
+    "corpus176",
     "dev_extra",
     "random",
     "corpus22",
@@ -211,6 +212,7 @@ def dev_songs() -> list[DevSong]:
         ("corpus152", corpus152.SONGS152, corpus152.make_corpus152),
         ("corpus160", corpus160.SONGS160, corpus160.make_corpus160),
         ("corpus168", corpus168.SONGS168, corpus168.make_corpus168),
+        ("corpus176", corpus176.SONGS176, corpus176.make_corpus176),
     ):
         songs += of(source, make(), table)
     songs += of("random", random_styles.make_random_songs(), random_styles.RANDOM_SONGS)
@@ -218,8 +220,6 @@ def dev_songs() -> list[DevSong]:
     songs += of("corpus22", corpus22.make_corpus(), tuning)
     extra = corpus22.EXTRA_SONGS
     songs += of("corpus22_extra", corpus22.make_corpus(songs=extra), extra)
-    held_out = {s.name for s in corpus176.SONGS176}
-    assert not any(s.name in held_out for s in songs)
     return songs
 
 
