@@ -391,6 +391,7 @@ LATER_TABLES = (
     ("corpus160", "STYLES160"),
     ("corpus168", "STYLES168"),
     ("corpus176", "STYLES176"),
+    ("corpus184", "STYLES184"),
 )
 
 
