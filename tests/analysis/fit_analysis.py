@@ -102,7 +102,7 @@ from tests.analysis import (
     fit_activation,
     random_styles,
 )
-from tunesmith.dataset.workers import run_all
+from tunesmith.dataset.workers import pool_size, run_all
 
 MODULE = "tests.analysis.fit_analysis"
 CACHE = Path(__file__).resolve().parents[2] / "data" / "cache" / "fit_analysis"
@@ -537,6 +537,11 @@ def main(argv=None) -> None:
     width = len(meter.INPUTS)
     # the learned beats: each clip's from the network of its fold (fit_activation)
     bands = run_all(_bands_task, songs[:whole], args.workers) * (1 + len(EXCERPTS))
+    # what follows (the networks' training, the fits) runs in this process alone: torch gets
+    # the workers' cores (the measurements above run one thread a worker)
+    import torch
+
+    torch.set_num_threads(pool_size(args.workers))
     xs = [fit_activation.inputs(v, b, s) for v, b, s in zip(measured, bands, songs, strict=True)]
     folds = table_folds(songs)
     beats, (beat_f, downbeat_f, metre_right, tempo_near) = fit_activation.out_of_fold(
