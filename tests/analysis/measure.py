@@ -54,7 +54,7 @@ once, development data since the eighteenth was written), `--corpus168` the eigh
 (tests/analysis/corpus168.py, held out and scored once, development data since the nineteenth
 was written), `--corpus176` the nineteenth (tests/analysis/corpus176.py, held out and scored
 once, development data since the twentieth was written), `--corpus184` the twentieth
-(tests/analysis/corpus184.py, held out, scored once with the refit not yet shipped),
+(tests/analysis/corpus184.py, held out and scored once; the suite scores it),
 `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
 """
 

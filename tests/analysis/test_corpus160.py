@@ -2,7 +2,7 @@
 
 tests/analysis/corpus160.py draws 160 songs in 40 arrangements no earlier corpus has. It was
 held out and scored once (docs/conventions/labels.md has the figures), then became development
-data; the corpus the suite scores now is the nineteenth, tests/analysis/test_corpus176.py.
+data; the corpus the suite scores now is the twentieth, tests/analysis/test_corpus184.py.
 """
 
 from __future__ import annotations

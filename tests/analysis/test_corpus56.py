@@ -2,7 +2,7 @@
 
 tests/analysis/corpus56.py draws 56 songs in 14 arrangements no earlier corpus has. It was held
 out and scored twice (docs/conventions/labels.md has both scorings), then became development
-data; the corpus the suite scores now is the nineteenth, tests/analysis/test_corpus176.py.
+data; the corpus the suite scores now is the twentieth, tests/analysis/test_corpus184.py.
 """
 
 from __future__ import annotations

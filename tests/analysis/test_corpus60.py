@@ -4,8 +4,8 @@ The corpus (tests/analysis/corpus60.py) is checked on what it says of itself (me
 tempi, arrangements, formats, soundfonts, the split) and on the MIDI it renders (the tempo,
 time signature and notes the truth claims). Its test half was scored once, with the analysis
 fitted on development songs only, and has been development data since the second corpus
-(tests/analysis/corpus96.py); the corpus the suite scores now is the nineteenth
-(tests/analysis/test_corpus176.py). The figures of both halves here come from
+(tests/analysis/corpus96.py); the corpus the suite scores now is the twentieth
+(tests/analysis/test_corpus184.py). The figures of both halves here come from
 tests/analysis/fit_analysis.py and tests/analysis/measure.py (docs/conventions/labels.md).
 """
 

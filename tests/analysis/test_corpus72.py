@@ -2,8 +2,8 @@
 
 tests/analysis/corpus72.py draws 72 songs in 18 arrangements no earlier corpus has. It was held
 out and scored once (docs/conventions/labels.md has the figures), then became development data
-when the eighth was scored; the corpus the suite scores now is the nineteenth,
-tests/analysis/test_corpus176.py.
+when the eighth was scored; the corpus the suite scores now is the twentieth,
+tests/analysis/test_corpus184.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 tests/analysis/corpus88.py draws 88 songs in 22 arrangements no earlier corpus has. It was held
 out and scored once (docs/conventions/labels.md has the figures, and those of the change made
-after it); the corpus the suite scores now is the nineteenth, tests/analysis/test_corpus176.py.
+after it); the corpus the suite scores now is the twentieth, tests/analysis/test_corpus184.py.
 """
 
 from __future__ import annotations
