@@ -392,6 +392,7 @@ LATER_TABLES = (
     ("corpus168", "STYLES168"),
     ("corpus176", "STYLES176"),
     ("corpus184", "STYLES184"),
+    ("corpus192", "STYLES192"),
 )
 
 

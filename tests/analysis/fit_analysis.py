@@ -99,6 +99,7 @@ from tests.analysis import (
     corpus168,
     corpus176,
     corpus184,
+    corpus192,
     fit_activation,
     random_styles,
 )
@@ -221,7 +222,7 @@ def dev_songs() -> list[DevSong]:
     songs += of("corpus22", corpus22.make_corpus(), tuning)
     extra = corpus22.EXTRA_SONGS
     songs += of("corpus22_extra", corpus22.make_corpus(songs=extra), extra)
-    held_out = {s.name for s in corpus184.SONGS184}
+    held_out = {s.name for s in (*corpus184.SONGS184, *corpus192.SONGS192)}
     assert not any(s.name in held_out for s in songs)
     return songs
 
