@@ -36,7 +36,7 @@ analysis.meter's file with `--write`. The songs:
   its sixteenth-hat grooves at double).
 
 Never tests/analysis/corpus184.py, the twentieth corpus (held out, scored once with the
-change it was written for).
+change it was written for), nor tests/analysis/corpus192.py, the twenty-first (held out).
 
 The level model's learned beats (analysis.meter's `act_` values) come from
 analysis.activation's network, which tests/analysis/fit_activation.py trains on the same
