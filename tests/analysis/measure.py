@@ -28,7 +28,7 @@ Run it from the repository root:
         [--dev-extra | --corpus96 dev|test|all | --corpus48 | --corpus56 | --corpus52 | --corpus64
         | --corpus72 | --corpus80 | --corpus88 | --corpus104 | --corpus112 | --corpus120
         | --corpus128 | --corpus136 | --corpus144 | --corpus152 | --corpus160
-        | --corpus168 | --corpus176 | --corpus184 | --random]
+        | --corpus168 | --corpus176 | --corpus184 | --corpus192 | --random]
 
 With no estimator named it scores both of the above; `--songs` also prints every song's row;
 `--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
@@ -54,7 +54,8 @@ once, development data since the eighteenth was written), `--corpus168` the eigh
 (tests/analysis/corpus168.py, held out and scored once, development data since the nineteenth
 was written), `--corpus176` the nineteenth (tests/analysis/corpus176.py, held out and scored
 once, development data since the twentieth was written), `--corpus184` the twentieth
-(tests/analysis/corpus184.py, held out and scored once; the suite scores it),
+(tests/analysis/corpus184.py, held out and scored once), `--corpus192` the twenty-first
+(tests/analysis/corpus192.py, held out),
 `--random` the randomly arranged development songs (tests/analysis/random_styles.py).
 """
 
@@ -101,6 +102,7 @@ LATER_CORPORA = (  # the corpora written after the second: module, its songs, --
     ("corpus168", "SONGS168", "the eighteenth corpus (development data since it was scored)"),
     ("corpus176", "SONGS176", "the nineteenth corpus (development data since it was scored)"),
     ("corpus184", "SONGS184", "the twentieth corpus (held out, scored once)"),
+    ("corpus192", "SONGS192", "the twenty-first corpus (held out)"),
 )
 TEMPO_TOLERANCE = 0.04  # MIREX
 TEMPO_LEVELS = (1.0, 2.0, 0.5, 3.0, 1.0 / 3.0)  # MIREX's accuracy 2
