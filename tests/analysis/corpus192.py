@@ -1,19 +1,20 @@
 """A twenty-first corpus of 192 songs, all held out: dance floors, the Americas, folk and the
 concert hall, in arrangements no table has.
 
-This corpus was written after the twentieth (tests/analysis/corpus184.py) was scored once and
-before the next change was chosen, without any analysis of its songs, and it is kept for that
+This corpus was written after the twentieth (tests/analysis/corpus184.py) was scored once,
+while a change chosen on development songs was being fitted (chords on the beat, which did not
+ship: docs/conventions/labels.md), without any analysis of its songs. It is kept for the next
 change to be measured on, once everything is set; until it is scored once nothing analyses it
 and no choice looks at it. The twentieth was aimed at today's chart pop, rock, hip-hop and
 electronic music; this one spreads wider over what people make and sing along to: club music
-(house, drum and bass, dubstep, a minimal trap beat, tropical house, K-pop), the dance music
-of Africa, the Caribbean and Latin America (afrobeats, dancehall, cumbia, salsa, samba, tango,
+(house, drum and bass, dubstep, a minimal trap beat, tropical house, K-pop), the dance music of
+Africa, the Caribbean and Latin America (afrobeats, dancehall, cumbia, salsa, samba, tango,
 bossa nova), disco, funk, soul and city pop, the blues, doo-wop, shanties and marches, waltzes,
 minuets and mazurkas, hymns, choirs, a string quartet, a nocturne and ambient pads, each in an
 arrangement no earlier table has in that form. About a quarter of its 48 arrangements are the
 harder situations these songs have (half-time drums or pads, a bass or chords never on the
-beat, no kick at all, long held chords with little else, notes tied over the bar line, no
-drums and a syncopated guitar):
+beat, no kick at all, long held chords with little else, notes tied over the bar line, no drums
+and a syncopated guitar):
 
 - 4/4 with drums: deep house (the kick on every beat, claps on 2 and 4, the open hat on every
   "and", a shaker in sixteenths, soft; the synth bass on the last sixteenth of 1, the "and" of
