@@ -55,8 +55,8 @@ once, development data since the eighteenth was written), `--corpus168` the eigh
 was written), `--corpus176` the nineteenth (tests/analysis/corpus176.py, held out and scored
 once, development data since the twentieth was written), `--corpus184` the twentieth
 (tests/analysis/corpus184.py, held out and scored once), `--corpus192` the twenty-first
-(tests/analysis/corpus192.py, held out),
-`--random` the randomly arranged development songs (tests/analysis/random_styles.py).
+(tests/analysis/corpus192.py, held out), `--random` the randomly arranged development songs
+(tests/analysis/random_styles.py).
 """
 
 from __future__ import annotations
