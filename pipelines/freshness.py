@@ -19,6 +19,7 @@ dataset folders only, so a base model put in place starts no build by itself.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -105,14 +106,29 @@ def _recorded(instance, graph, asset_key, partition, folder, mat, state) -> tupl
         name = parent.to_user_string()
         if state.get(parent, ("fresh",))[0] not in CURRENT:
             return "stale", f"upstream {name} is {state[parent][0]}"
-        # Dagster's input_data_version tag is a hash over upstream partitions; the event
-        # pointer names the exact upstream materialization this one read.
-        pointer = mat.tags.get(f"dagster/input_event_pointer/{name}")
-        consumed = latest(instance, parent, partition, upto=int(pointer)) if pointer else None
         now = latest(instance, parent, partition)
-        if consumed is None or now is None or _version(consumed) != _version(now):
+        if now is None or not _read(instance, mat, parent, name, partition, _version(now)):
             return "stale", f"{name} has a new data version"
     return "fresh", ""
+
+
+def _read(instance, mat, parent, name: str, partition: str, version: str | None) -> bool:
+    """Did the stage's build read `version` of the parent's partition?
+
+    The event pointer names the upstream materialization Dagster took as the input: the
+    newest of the asset, any partition, at the step's start. The partition's version at or
+    before it is what was read. On a server that pointer can lag: each process updates the
+    asset's newest-materialization row after storing its event, so two datasets built at once
+    can leave it on the other dataset's older event, before this partition's. Dagster's
+    input_data_version tag is read from the partition's own events at the step's start (for
+    one partition, the SHA-256 of its version), so it stands when the pointer finds nothing
+    or something older."""
+    pointer = mat.tags.get(f"dagster/input_event_pointer/{name}")
+    consumed = latest(instance, parent, partition, upto=int(pointer)) if pointer else None
+    if consumed is not None and _version(consumed) == version:
+        return True
+    tag = mat.tags.get(f"dagster/input_data_version/{name}")
+    return version is not None and tag == hashlib.sha256(version.encode()).hexdigest()
 
 
 def _lost_output(out: Path, stage: str) -> str:
