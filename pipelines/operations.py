@@ -98,12 +98,32 @@ def run(names: list[str]) -> int:
     if swept:
         print(f"removed {len(swept)} temporary files left by a killed build")
     code = _supervise([sys.executable, "-m", "pipelines.build", *folders])
-    pages = [p for key in folders for p in read_report(roots.dataset_out(key)).get("auditions", [])]
+    reports = {key: read_report(roots.dataset_out(key)) for key in folders}
+    pages = [p for report in reports.values() for p in report.get("auditions", [])]
     if pages and code == 0:
         print("audition pages (open in a browser):")
         for page in pages:
             print(f"  {page}")
-    return 1 if bad else code
+    # A skipped file is work not done: the build goes on without it, and the command says so
+    # in its exit status, as it does for a run it could not train.
+    skipped = {key: skipped_items(report) for key, report in reports.items()} if code == 0 else {}
+    for key, items in skipped.items():
+        if items:
+            shown = ", ".join(items[:3]) + (", …" if len(items) > 3 else "")
+            print(
+                f"{key}: {len(items)} skipped ({shown}): everything else is built; the "
+                "reasons are above and in report.json"
+            )
+    return 1 if bad or any(skipped.values()) else code
+
+
+def skipped_items(report: dict) -> list[str]:
+    """What a dataset's last build skipped in any stage (files, runs, base models; from its
+    report), each once."""
+    found = [
+        s["path"] for stage in report.get("stages", {}).values() for s in stage.get("skipped", [])
+    ]
+    return list(dict.fromkeys(found))
 
 
 def where(roots: Roots, keys: list[str]) -> str:

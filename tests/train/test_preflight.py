@@ -267,3 +267,31 @@ def test_one_runs_missing_base_model_does_not_stop_the_others(tmp_path, tiny_sa3
     report = json.loads((world.out / "clips" / "report.json").read_text())
     assert [r["run"] for r in report["stages"]["adapters"]["runs"]] == ["clips-lora"]
     assert "run clips-lora: validation loss" in said
+
+
+@pytest.mark.slow
+def test_a_file_that_cannot_be_used_is_named_the_rest_built_and_the_command_exits_1(
+    tmp_path, tiny_sa3
+):
+    """Work not done is never exit status 0: the build goes on without the file, says which
+    file and why, and the command exits 1 for as long as the file is there."""
+    from tests.faults.test_faults import World
+
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "tiny-stable-audio-3").symlink_to(tiny_sa3)
+    (tmp_path / "world").mkdir()
+    world = World(tmp_path / "world", models)
+    (world.dataset / "notes.wav").write_text("not audio, saved with the wrong name")
+    for attempt in ("first build", "second build"):
+        done = world.cli("run", "clips")
+        said = done.stdout + done.stderr
+        assert done.returncode == 1 and "Traceback" not in said, (attempt, said)
+        assert "skipped notes.wav: notes.wav: the extension says WAV" in said, said
+        assert "clips: 1 skipped (notes.wav): everything else is built" in said, said
+        report = json.loads((world.out / "clips" / "report.json").read_text())
+        assert [r["run"] for r in report["stages"]["adapters"]["runs"]] == ["clips-lora"]
+    assert "adapters   items    1  computed    0  cached    1" in said  # nothing done twice
+    (world.dataset / "notes.wav").unlink()
+    done = world.cli("run", "clips")
+    assert done.returncode == 0, done.stdout + done.stderr
