@@ -24,6 +24,7 @@ from pipelines.definitions import ASSETS, defs
 from pipelines.instance import launcher_tags, open_instance, reap_dead_runs, watch_pool
 from resources.storage import StorageResource
 from tunesmith import progress
+from tunesmith.report import BUILT_WITH_SKIPS
 
 # Dagster's console logger prints every engine event, and a failed step's whole stack; the
 # summary says what failed in one line, and `tunesmith ui` keeps the full logs.
@@ -37,13 +38,14 @@ def build(keys: list[str]) -> int:
     reap_dead_runs(instance, say=lambda line: print(line, flush=True))
     instance.add_dynamic_partitions(datasets_partitions.name, keys)
     job = defs.resolve_job_def("build_dataset")
-    failed = 0
-    for key in keys:
-        failed += not build_one(instance, job, storage, key)
-    return 1 if failed else 0
+    codes = [build_one(instance, job, storage, key) for key in keys]
+    if 1 in codes:
+        return 1
+    return BUILT_WITH_SKIPS if BUILT_WITH_SKIPS in codes else 0
 
 
-def build_one(instance, job, storage: StorageResource, key: str) -> bool:
+def build_one(instance, job, storage: StorageResource, key: str) -> int:
+    """0: built; 1: failed; BUILT_WITH_SKIPS: built without something a stage skipped."""
     print(f"== {key}", flush=True)
     with progress.shown(), watch_pool(instance, say=lambda line: print(line, flush=True)):
         result = job.execute_in_process(
@@ -55,7 +57,27 @@ def build_one(instance, job, storage: StorageResource, key: str) -> bool:
         )
     print("\n".join(summary(result)), flush=True)
     print(f"  report: {storage.dataset_out(key) / 'report.json'}", flush=True)
-    return result.success
+    if not result.success:
+        return 1
+    count, named = skipped_items(result)
+    if count:
+        shown = ", ".join(named[:3]) + (", …" if count > 3 else "")
+        print(
+            f"{key}: {count} skipped ({shown}): everything else is built; the reasons are "
+            "above and in report.json",
+            flush=True,
+        )
+    return BUILT_WITH_SKIPS if count else 0
+
+
+def skipped_items(result: dg.ExecuteInProcessResult) -> tuple[int, list[str]]:
+    """How many things this run's stages skipped, and the ones their metadata lists."""
+    count, named = 0, []
+    for event in result.get_asset_materialization_events():
+        md = event.materialization.metadata
+        count += getattr(md.get("skipped"), "value", 0) or 0
+        named += [item["path"] for item in getattr(md.get("skipped_list"), "value", None) or []]
+    return count, named
 
 
 def summary(result: dg.ExecuteInProcessResult) -> list[str]:

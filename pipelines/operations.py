@@ -19,7 +19,7 @@ import psutil
 
 from tunesmith.config import PROJECT_FILE, Roots
 from tunesmith.dataset.folders import dataset_folders, renamed
-from tunesmith.report import read_report
+from tunesmith.report import BUILT_WITH_SKIPS, read_report
 from tunesmith.store import Store
 from tunesmith.store.atomic import sweep_tree
 from tunesmith.train.preflight import preflight
@@ -98,32 +98,14 @@ def run(names: list[str]) -> int:
     if swept:
         print(f"removed {len(swept)} temporary files left by a killed build")
     code = _supervise([sys.executable, "-m", "pipelines.build", *folders])
-    reports = {key: read_report(roots.dataset_out(key)) for key in folders}
-    pages = [p for report in reports.values() for p in report.get("auditions", [])]
-    if pages and code == 0:
+    pages = [p for key in folders for p in read_report(roots.dataset_out(key)).get("auditions", [])]
+    if pages and code in (0, BUILT_WITH_SKIPS):
         print("audition pages (open in a browser):")
         for page in pages:
             print(f"  {page}")
-    # A skipped file is work not done: the build goes on without it, and the command says so
-    # in its exit status, as it does for a run it could not train.
-    skipped = {key: skipped_items(report) for key, report in reports.items()} if code == 0 else {}
-    for key, items in skipped.items():
-        if items:
-            shown = ", ".join(items[:3]) + (", …" if len(items) > 3 else "")
-            print(
-                f"{key}: {len(items)} skipped ({shown}): everything else is built; the "
-                "reasons are above and in report.json"
-            )
-    return 1 if bad or any(skipped.values()) else code
-
-
-def skipped_items(report: dict) -> list[str]:
-    """What a dataset's last build skipped in any stage (files, runs, base models; from its
-    report), each once."""
-    found = [
-        s["path"] for stage in report.get("stages", {}).values() for s in stage.get("skipped", [])
-    ]
-    return list(dict.fromkeys(found))
+    # Something skipped is work not done: the build went on without it and said what and why
+    # (pipelines.build); the command says so in its exit status, as for a run it refused.
+    return 1 if bad or code == BUILT_WITH_SKIPS else code
 
 
 def where(roots: Roots, keys: list[str]) -> str:
@@ -222,7 +204,7 @@ def _supervise(command: list[str]) -> int:
         return 128 + signum
     if code < 0:  # the build itself was killed
         _reap_dead_runs()
-    return 0 if code == 0 else 1
+    return code if code in (0, BUILT_WITH_SKIPS) else 1
 
 
 def _reap_dead_runs() -> None:

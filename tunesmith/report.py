@@ -69,6 +69,11 @@ def update_report(dataset_out: Path, change: Callable[[dict[str, Any]], None]) -
     return path
 
 
+# The exit status of a build that finished without something a stage skipped (a file it could
+# not use, a run, a base model): `tunesmith run` reports it as 1, work not done.
+BUILT_WITH_SKIPS = 2
+
+
 def read_report(dataset_out: Path) -> dict[str, Any]:
     path = report_path(dataset_out)
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
