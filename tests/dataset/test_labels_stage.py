@@ -225,3 +225,25 @@ def test_a_dataset_json_changed_during_the_build_costs_this_build_its_audio(tmp_
         "dataset.json: changed during the build; it is rebuilt next time",
     )
     assert list(labels.frame["path"]) == ["p.png"]
+
+
+def test_two_media_files_of_one_name_are_both_built_with_a_warning(tmp_path) -> None:
+    """song.wav beside song.flac is one song twice (trained on twice) whose sidecars describe
+    both: built as two items, as the folder says, and the labels stage says so."""
+    folder = tmp_path / "set"
+    write_clip(folder / "song.wav")
+    write_clip(folder / "song.flac")
+    (folder / "song.txt").write_text("a bright loop")
+    write_clip(folder / "take.wav")
+    write_clip(folder / "take.aiff")
+    write_clip(folder / "alone.wav")
+    write_clip(folder / "other" / "alone.wav")  # another folder: other sidecars, no warning
+    manifest, _ = build_manifest(folder, tmp_path / "hashes.json")
+    labels = build_labels(folder, manifest, Store(tmp_path / "store"))
+    assert len(labels.frame) == 6 and not labels.result.skipped
+    assert labels.result.extra["warnings"] == [
+        "song.flac: another media file has its name (song.wav): both are trained on, as two "
+        "items, and its sidecars (song.txt) describe both; keep one, or rename one",
+        "take.aiff: another media file has its name (take.wav): both are trained on, as two "
+        "items; keep one, or rename one",
+    ]

@@ -140,6 +140,7 @@ def build_labels(
         review += [{"path": item.path, **flag} for flag in json.loads(record["review"])]
         rows.append(record)
     frame = pd.DataFrame(rows, columns=COLUMNS)
+    warnings += _same_name(items, files)
     ignored = _ignored(manifest, items)
     data_version = content_key(stage="labels", keys=keys, skipped=[vars(s) for s in skipped])
     extra: dict[str, Any] = {"analysed": analysed.computed, "review": review, "dataset": dataset}
@@ -291,6 +292,32 @@ def _read_checked(folder: Path, entry: FileEntry) -> bytes:
     if hashlib.sha256(data).hexdigest() != entry.sha256:
         raise ChangedDuringBuild(entry.path)
     return data
+
+
+NUMBERS = {2: "two", 3: "three", 4: "four"}
+
+
+def _same_name(items: list[FileEntry], files: dict[str, FileEntry]) -> list[str]:
+    """A warning for media files of one name in one folder (song.wav beside song.mp3): the
+    folder says to build both, so both are, but it is one song trained on twice, and the
+    name's sidecars describe both."""
+    groups: dict[PurePosixPath, list[str]] = {}
+    for item in items:
+        path = PurePosixPath(item.path)
+        groups.setdefault(path.with_suffix(""), []).append(item.path)
+    warnings = []
+    for paths in (sorted(g) for g in groups.values() if len(g) > 1):
+        shared = [p for ps in sidecars.candidates(paths[0]).values() for p in ps if p in files]
+        n = len(paths)
+        every = "both" if n == 2 else f"all {n}"
+        sidecar_note = (
+            f", and its sidecars ({', '.join(shared)}) describe {every}" if shared else ""
+        )
+        warnings.append(
+            f"{paths[0]}: another media file has its name ({', '.join(paths[1:])}): {every} are "
+            f"trained on, as {NUMBERS.get(n, n)} items{sidecar_note}; keep one, or rename one"
+        )
+    return warnings
 
 
 def _ignored(manifest: Manifest, items: list[FileEntry]) -> list[Skipped]:
