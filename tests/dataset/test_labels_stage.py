@@ -238,9 +238,10 @@ def test_two_media_files_of_one_name_are_both_built_with_a_warning(tmp_path) -> 
     write_clip(folder / "take.aiff")
     write_clip(folder / "alone.wav")
     write_clip(folder / "other" / "alone.wav")  # another folder: other sidecars, no warning
+    write_image(folder / "alone.png")  # a picture trains other runs than a song: no warning
     manifest, _ = build_manifest(folder, tmp_path / "hashes.json")
     labels = build_labels(folder, manifest, Store(tmp_path / "store"))
-    assert len(labels.frame) == 6 and not labels.result.skipped
+    assert len(labels.frame) == 7 and not labels.result.skipped
     assert labels.result.extra["warnings"] == [
         "song.flac: another media file has its name (song.wav): both are trained on, as two "
         "items, and its sidecars (song.txt) describe both; keep one, or rename one",

@@ -298,13 +298,13 @@ NUMBERS = {2: "two", 3: "three", 4: "four"}
 
 
 def _same_name(items: list[FileEntry], files: dict[str, FileEntry]) -> list[str]:
-    """A warning for media files of one name in one folder (song.wav beside song.mp3): the
-    folder says to build both, so both are, but it is one song trained on twice, and the
-    name's sidecars describe both."""
-    groups: dict[PurePosixPath, list[str]] = {}
-    for item in items:
+    """A warning for media files of one kind and one name in one folder (song.wav beside
+    song.mp3): the folder says to build both, so both are, but it is one song trained on
+    twice, and the name's sidecars describe both."""
+    groups: dict[tuple[str, PurePosixPath], list[str]] = {}
+    for item in items:  # a song and a picture of one name train different runs: no warning
         path = PurePosixPath(item.path)
-        groups.setdefault(path.with_suffix(""), []).append(item.path)
+        groups.setdefault((item.kind, path.with_suffix("")), []).append(item.path)
     warnings = []
     for paths in (sorted(g) for g in groups.values() if len(g) > 1):
         shared = [p for ps in sidecars.candidates(paths[0]).values() for p in ps if p in files]
