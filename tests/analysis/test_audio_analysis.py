@@ -155,6 +155,18 @@ def _half_an_aiff(path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
+def _half_of(fmt: str):
+    """A whole clip written as `fmt` (its header says how long it is), then cut in half: a
+    download or copy stopped short, which decoders read without complaint."""
+
+    def make(path: Path) -> None:
+        sf.write(path, render_loop(LOOPS[0])[: 4 * 44100], 44100, format=fmt)
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+
+    return make
+
+
 def _text(path: Path) -> None:
     path.write_text("these are not the samples you are looking for\n" * 20)
 
@@ -165,6 +177,8 @@ def _text(path: Path) -> None:
         ("empty.wav", _zero_bytes, "empty"),
         ("cut.wav", _half_a_wav, "truncated"),
         ("cut.aiff", _half_an_aiff, "truncated"),
+        ("cut.mp3", _half_of("MP3"), "ends early: its header says 4.0 s, and 2.0 s decode"),
+        ("cut.flac", _half_of("FLAC"), "ends early: its header says 4.0 s, and 2.0 s decode"),
         ("notes.wav", _text, "could not decode"),
     ],
 )
@@ -175,6 +189,42 @@ def test_bad_files_raise_decode_error_naming_the_file(
     with pytest.raises(AudioDecodeError, match=reason) as caught:
         analyze_audio(tmp_path / name)
     assert name in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "subtype"),
+    [
+        ("whole.mp3", "MP3", None),
+        ("whole.flac", "FLAC", None),
+        ("whole.ogg", "OGG", "VORBIS"),
+        # codecs Essentia's FFmpeg lacks, which libsndfile decodes: handed to AudioLoader they
+        # would corrupt the process (the next file's analysis crashes)
+        ("whole.opus", "OGG", "OPUS"),
+        ("opus_in.ogg", "OGG", "OPUS"),
+        ("adpcm.wav", "WAV", "MS_ADPCM"),
+        ("ima.wav", "WAV", "IMA_ADPCM"),
+    ],
+)
+def test_a_whole_compressed_file_is_analysed_and_not_called_short(
+    tmp_path: Path, name: str, fmt: str, subtype: str | None
+) -> None:
+    """The header's length against the decoded one leaves room for the encoder's padding."""
+    rate = 48000 if subtype == "OPUS" else 44100  # Opus codes at 48 kHz only (libsndfile)
+    audio = render_loop(LOOPS[0])[: 4 * 44100]
+    if rate != 44100:
+        audio = np.stack(
+            [
+                np.interp(np.arange(4 * rate) * 44100 / rate, np.arange(len(audio)), c)
+                for c in audio.T
+            ],
+            axis=1,
+        )
+    sf.write(tmp_path / name, audio, rate, format=fmt, subtype=subtype)
+    found = analyze_audio(tmp_path / name)
+    assert analyze_audio(tmp_path / name) == found  # the process is whole
+    assert found["duration"] == pytest.approx(4.0, abs=0.1)
+    assert found["sample_rate"] == rate and found["channels"] == 2
+    assert found["bpm"] == pytest.approx(LOOPS[0].bpm, rel=0.04)
 
 
 def test_labels_are_the_promised_mix(loops_dir: Path) -> None:

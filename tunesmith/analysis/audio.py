@@ -1,8 +1,9 @@
 """Duration, format, tempo, key and loudness of one audio file, measured with Essentia.
 
 `analyze_audio` decodes the file with Essentia's AudioLoader (FFmpeg: wav, aiff, flac, ogg,
-mp3, ...) at its native rate; a file with more than two channels, which AudioLoader refuses,
-is read with libsndfile instead (wav, flac, ogg) and mixed down. It reports:
+mp3, m4a, ...) at its native rate; a file in a codec AudioLoader lacks (Opus, ADPCM) or with
+more than two channels is read with libsndfile instead (the channels are then mixed down).
+It reports:
 
 - a chromagram (`analysis.chroma`, full band and bass) that the tempo's level, the metre and
   the key read the harmony from;
@@ -26,8 +27,9 @@ Key names use one fixed spelling whatever the scale: C C# D Eb E F F# G Ab A Bb 
 own, so that D# minor is reported as "Eb" minor, and Gb major as "F#" major).
 
 Not handled: tempo changes (one global BPM), key changes (one global key), metre changes
-and odd metres (5/4, 7/8). The truncation check reads RIFF/WAVE and AIFF/AIFC chunk headers
-only; RF64 and compressed formats rely on the decoder.
+and odd metres (5/4, 7/8). A file cut short is refused: a WAV or AIFF whose chunks overrun
+the file, and a compressed file that decodes shorter than its header says (MP3, FLAC, MP4;
+an Ogg or Opus file states no length of its own, and RF64's chunks are not read).
 """
 
 from __future__ import annotations
@@ -60,9 +62,14 @@ ANALYZER_VERSION = "4"
 
 ANALYSIS_SAMPLE_RATE = 44100  # RhythmExtractor2013 requires 44.1 kHz (its documentation)
 
+# The decoded audio may be shorter than the header says by the encoder's delay and padding
+# (a few thousand samples, which decoders trim or not); more than both of these is a cut file.
+SHORT_BY_SECONDS = 0.25
+SHORT_BY_FRACTION = 0.02
+
 ANALYSIS_PARAMS: dict = {
     "essentia": importlib.metadata.version("essentia"),  # the wheel, e.g. 2.1b6.dev1389
-    "decoder": "AudioLoader, libsndfile above two channels",
+    "decoder": "AudioLoader; libsndfile for other codecs and above two channels",
     "analysis_sample_rate": ANALYSIS_SAMPLE_RATE,
     "mono_mix": "mean of the channels",
     "resample": {"algorithm": "Resample", "quality": 1},
@@ -101,6 +108,8 @@ ANALYSIS_PARAMS: dict = {
         "review_probability": key_analysis.REVIEW_PROBABILITY,
     },
     "loudness": {"algorithm": "LoudnessEBUR128", "hop_seconds": 0.1, "output": "integrated"},
+    # a record made before files cut short were refused is measured again
+    "length_check": {"short_by_seconds": SHORT_BY_SECONDS, "short_by_fraction": SHORT_BY_FRACTION},
 }
 
 
@@ -126,6 +135,7 @@ def analyze_audio(path: Path) -> dict:
     samples, sample_rate, channels = _decode(path)
     if len(samples) == 0:
         raise AudioDecodeError(f"{path}: decoded to zero samples; expected audio")
+    _check_length(path, len(samples) / float(sample_rate))
 
     mono = downmix(samples)
     # For a mono file the stereo meter gets [x, 0]: it then sums one channel, which is
@@ -190,22 +200,35 @@ def bar_seconds(tempo: tempo_analysis.Tempo) -> float:
     return metre.beats * 60.0 / tempo.bpm
 
 
+# The codecs Essentia's AudioLoader decodes, as libsndfile names them. A file libsndfile reads
+# in another (Opus, ADPCM WAV, ...) or with more than two channels is decoded by libsndfile:
+# AudioLoader's FFmpeg lacks those codecs and refuses more than two channels, and once it has
+# failed to open a codec it lacks, the process's heap is corrupt (the next call crashes), so it
+# is never handed one. What libsndfile cannot open (MP4/M4A) goes to AudioLoader.
+AUDIOLOADER_CODECS = frozenset(
+    {"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE", "ULAW", "ALAW"}
+    | {"VORBIS", "MPEG_LAYER_III"}
+)
+
+
 def _decode(path: Path) -> tuple[np.ndarray, int, int]:
     """float32 samples [N, channels] at the native rate, the rate and the channel count."""
     import essentia.standard as es
 
     try:
-        stereo, sample_rate, channels, *_ = es.AudioLoader(filename=str(path))()
-    except RuntimeError as err:
-        if "more than 2 channels" not in str(err):
-            raise AudioDecodeError(f"{path}: could not decode as audio: {err}") from err
+        info = sf.info(str(path))
+    except (sf.LibsndfileError, RuntimeError):
+        info = None
+    if info is not None and (info.channels > 2 or info.subtype not in AUDIOLOADER_CODECS):
         try:
             data, rate = sf.read(path, dtype="float32", always_2d=True)
         except (sf.LibsndfileError, RuntimeError) as exc:
-            raise AudioDecodeError(
-                f"{path}: more than two channels, and libsndfile cannot read it ({exc})"
-            ) from exc
+            raise AudioDecodeError(f"{path}: could not decode as audio ({exc})") from exc
         return data, int(rate), int(data.shape[1])
+    try:
+        stereo, sample_rate, channels, *_ = es.AudioLoader(filename=str(path))()
+    except RuntimeError as err:
+        raise AudioDecodeError(f"{path}: could not decode as audio: {err}") from err
     # AudioLoader returns a mono file as [x, 0]; keep the one real channel.
     samples = stereo[:, :1] if channels == 1 else stereo
     return np.asarray(samples, dtype=np.float32), int(sample_rate), int(channels)
@@ -229,6 +252,27 @@ def _check_container(path: Path) -> None:
         _check_chunks(path, size, ">", b"SSND", "AIFF")
     elif head[:4] in (b"RIFF", b"FORM") and len(head) < 12:
         raise AudioDecodeError(f"{path}: truncated inside the {len(head)}-byte file header")
+
+
+def _check_length(path: Path, decoded: float) -> None:
+    """Raise AudioDecodeError for a compressed file that decodes shorter than its header says
+    (an MP3's Xing or VBRI frame count, FLAC's STREAMINFO, an MP4's duration): a download or
+    copy cut short, which decoders read without complaint. mutagen reads the headers (the
+    library the tags are written with); a format whose header states no length is left to
+    the decoder, as is a header mutagen cannot read (the audio itself decoded)."""
+    import mutagen
+
+    try:
+        found = mutagen.File(path)
+    except (mutagen.MutagenError, ValueError):
+        return
+    declared = float(getattr(getattr(found, "info", None), "length", 0.0) or 0.0)
+    missing = declared - decoded
+    if missing > SHORT_BY_SECONDS and missing > SHORT_BY_FRACTION * declared:
+        raise AudioDecodeError(
+            f"{path}: the file ends early: its header says {declared:.1f} s, and {decoded:.1f} "
+            "s decode (a download or copy cut short?); expected the whole file"
+        )
 
 
 def _check_chunks(path: Path, size: int, endian: str, data_id: bytes, kind: str) -> None:
