@@ -49,6 +49,7 @@ from tunesmith.analysis import meter as meter_analysis
 from tunesmith.analysis import tempo as tempo_analysis
 from tunesmith.analysis.chroma import PITCH_CLASSES
 from tunesmith.analysis.key import KEY_PROFILE
+from tunesmith.media.sniff import sniff
 
 __all__ = [
     "ANALYSIS_PARAMS",
@@ -215,10 +216,17 @@ def _decode(path: Path) -> tuple[np.ndarray, int, int]:
     """float32 samples [N, channels] at the native rate, the rate and the channel count."""
     import essentia.standard as es
 
-    try:
-        info = sf.info(str(path))
-    except (sf.LibsndfileError, RuntimeError):
-        info = None
+    # libsndfile says which codec the file holds, except in an MP3 (always one AudioLoader
+    # reads; libsndfile's MP3 decoder prints its own warnings to the console) or an MP4
+    # (which libsndfile does not open).
+    info = None
+    with path.open("rb") as f:
+        container = sniff(f.read(16))
+    if container not in ("MP3", "MP4"):
+        try:
+            info = sf.info(str(path))
+        except (sf.LibsndfileError, RuntimeError):
+            pass
     if info is not None and (info.channels > 2 or info.subtype not in AUDIOLOADER_CODECS):
         try:
             data, rate = sf.read(path, dtype="float32", always_2d=True)
