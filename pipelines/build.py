@@ -71,13 +71,16 @@ def build_one(instance, job, storage: StorageResource, key: str) -> int:
 
 
 def skipped_items(result: dg.ExecuteInProcessResult) -> tuple[int, list[str]]:
-    """How many things this run's stages skipped, and the ones their metadata lists."""
-    count, named = 0, []
+    """How many things this run's stages skipped, and the ones their metadata lists, each
+    once (a file two runs' encodings skip is one file)."""
+    named, unlisted = [], 0
     for event in result.get_asset_materialization_events():
         md = event.materialization.metadata
-        count += getattr(md.get("skipped"), "value", 0) or 0
-        named += [item["path"] for item in getattr(md.get("skipped_list"), "value", None) or []]
-    return count, named
+        listed = [item["path"] for item in getattr(md.get("skipped_list"), "value", None) or []]
+        named += listed
+        unlisted += max(0, (getattr(md.get("skipped"), "value", 0) or 0) - len(listed))
+    named = list(dict.fromkeys(named))
+    return len(named) + unlisted, named
 
 
 def summary(result: dg.ExecuteInProcessResult) -> list[str]:

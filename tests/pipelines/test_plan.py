@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pipelines.build import summary
+from pipelines.build import skipped_items, summary
 from pipelines.definitions import ASSETS, resources
 from tests.conftest import write_clip
 from tunesmith.train.config import read_plan
@@ -63,3 +63,20 @@ def test_a_planner_run_in_the_older_form_is_planned_once_with_a_note(storage, in
     ]
     skipped = encoded.materialization.metadata["skipped_list"].value
     assert any("Run(s) plan are not trained" in s["reason"] for s in skipped), skipped
+
+
+def test_the_build_counts_each_skipped_thing_once_and_the_ones_no_list_names() -> None:
+    """`tunesmith run`'s last line: a file two stages skip is one file; a stage whose list was
+    cut short still counts the rest."""
+
+    def stage(name: str, skipped: int, listed: list[str]) -> dg.AssetsDefinition:
+        @dg.asset(name=name)
+        def _stage() -> dg.MaterializeResult:
+            rows = [{"path": p, "reason": "bad"} for p in listed]
+            return dg.MaterializeResult(metadata={"skipped": skipped, "skipped_list": rows})
+
+        return _stage
+
+    assets = [stage("x", 1, ["a.wav"]), stage("y", 1, ["a.wav"]), stage("z", 3, ["b.wav"])]
+    result = dg.materialize(assets)
+    assert skipped_items(result) == (4, ["a.wav", "b.wav"])

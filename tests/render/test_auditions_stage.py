@@ -130,9 +130,9 @@ def test_measures_on_the_page_and_ratings_handed_back(storage, instance, tiny_sa
     assert fourth["auditions"]["ratings_choices"] == 2
 
     # A build that changes nothing, in the process `tunesmith run` starts, reads the pairs'
-    # measures and the ratings back and loads no model library (and says wrong.json is
-    # still skipped) (the first such build
-    # remembers the adapter files' checks; files of the last two seconds are never remembered)
+    # measures and the ratings back, loads no model library, and exits as a build with a skip
+    # (wrong.json still is). The first such build remembers the adapter files' checks; files
+    # of the last two seconds are never remembered.
     time.sleep(2.1)
     for build in ("remembers", "light"):
         heavy = build_in_a_process(storage, "songs", tmp_path / build, BUILT_WITH_SKIPS)
