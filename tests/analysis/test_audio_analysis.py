@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import mutagen.flac
@@ -225,6 +226,36 @@ def test_a_whole_compressed_file_is_analysed_and_not_called_short(
     assert found["duration"] == pytest.approx(4.0, abs=0.1)
     assert found["sample_rate"] == rate and found["channels"] == 2
     assert found["bpm"] == pytest.approx(LOOPS[0].bpm, rel=0.04)
+
+
+@pytest.mark.parametrize(("codec", "named"), [("flac", "FLAC"), ("libopus", "Opus")])
+def test_an_mp4_holding_a_codec_the_decoder_lacks_is_named_and_the_next_file_decodes(
+    tmp_path: Path, codec: str, named: str
+) -> None:
+    whole = tmp_path / "whole.wav"
+    sf.write(whole, render_loop(LOOPS[0])[: 4 * 44100], 44100)
+    odd = tmp_path / "odd.m4a"
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-loglevel",
+            "error",
+            "-i",
+            whole,
+            "-c:a",
+            codec,
+            "-strict",
+            "-2",
+            "-f",
+            "mp4",
+            odd,
+        ],
+        check=True,
+    )
+    with pytest.raises(AudioDecodeError, match=f"holds {named} audio in an MP4") as caught:
+        analyze_audio(odd)
+    assert "odd.m4a" in str(caught.value) and "expected AAC, ALAC" in str(caught.value)
+    assert analyze_audio(whole)["duration"] == pytest.approx(4.0, abs=0.1)
 
 
 def test_labels_are_the_promised_mix(loops_dir: Path) -> None:

@@ -205,7 +205,9 @@ def bar_seconds(tempo: tempo_analysis.Tempo) -> float:
 # in another (Opus, ADPCM WAV, ...) or with more than two channels is decoded by libsndfile:
 # AudioLoader's FFmpeg lacks those codecs and refuses more than two channels, and once it has
 # failed to open a codec it lacks, the process's heap is corrupt (the next call crashes), so it
-# is never handed one. What libsndfile cannot open (MP4/M4A) goes to AudioLoader.
+# is never handed one. What libsndfile cannot open (MP4/M4A) goes to AudioLoader: it reads
+# AAC, ALAC, AC-3, E-AC-3 and MP3 there, and fails on FLAC or Opus in MP4 without harm to the
+# process (each tried here, then 20 decodes of other files after the failure).
 AUDIOLOADER_CODECS = frozenset(
     {"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE", "ULAW", "ALAW"}
     | {"VORBIS", "MPEG_LAYER_III"}
@@ -236,10 +238,29 @@ def _decode(path: Path) -> tuple[np.ndarray, int, int]:
     try:
         stereo, sample_rate, channels, *_ = es.AudioLoader(filename=str(path))()
     except RuntimeError as err:
+        codec = _mp4_codec(path) if container == "MP4" else None
+        if codec:
+            raise AudioDecodeError(
+                f"{path}: it holds {codec} audio in an MP4 container, which the decoder does "
+                "not read; expected AAC, ALAC, AC-3 or MP3 in an .m4a or .mp4 (convert it, "
+                "e.g. to .flac or .opus)"
+            ) from err
         raise AudioDecodeError(f"{path}: could not decode as audio: {err}") from err
     # AudioLoader returns a mono file as [x, 0]; keep the one real channel.
     samples = stereo[:, :1] if channels == 1 else stereo
     return np.asarray(samples, dtype=np.float32), int(sample_rate), int(channels)
+
+
+def _mp4_codec(path: Path) -> str | None:
+    """The codec an MP4 file's audio track names (mutagen: "FLAC", "Opus", ...), or None."""
+    import mutagen.mp4
+
+    try:
+        info = mutagen.mp4.MP4(path).info
+    except (mutagen.MutagenError, ValueError):
+        return None
+    described = info.codec_description or info.codec or ""
+    return {"OPUS": "Opus"}.get(described, described) or None
 
 
 def _check_container(path: Path) -> None:
