@@ -354,8 +354,9 @@ STYLES: dict[str, Style] = {
 
 
 def style_of(name: str) -> Style:
-    """A style of STYLES, of a later corpus's table (LATER_TABLES), or a random arrangement
-    named `random_NNN` (tests/analysis/random_styles.py). Those modules build on this one, so
+    """A style of STYLES, of a later corpus's table (LATER_TABLES), a random arrangement
+    named `random_NNN` (tests/analysis/random_styles.py) or an even-pulse one named
+    `even_NNN` (tests/analysis/even_pulses.py). Those modules build on this one, so
     they are imported only when one of their songs is asked about."""
     if name in STYLES:
         return STYLES[name]
@@ -363,6 +364,10 @@ def style_of(name: str) -> Style:
         from tests.analysis.random_styles import random_style
 
         return random_style(name)
+    if name.startswith("even_"):
+        from tests.analysis.even_pulses import even_style
+
+        return even_style(name)
     # one table at a time, in the order they were written: each module draws its songs when
     # imported, asking for its own table's styles before the later modules exist
     for module, table in LATER_TABLES:
