@@ -32,7 +32,7 @@ from tests.analysis import corpus60, corpus96
 from tests.analysis.corpus import HAT, KICK, RIDE
 from tests.analysis.corpus60 import METRES, Song, Style
 from tests.analysis.corpus96 import SHAKER
-from tests.analysis.random_styles import PROGRAMS
+from tests.analysis.random_styles import drawn_style
 
 SEED = "even-pulses-1"
 COUNT = 160
@@ -66,16 +66,7 @@ def even_style(name: str) -> Style:
     else:
         comp = ("block", pulses[kind], rng.choice((0, 1, 2)))
 
-    return Style(
-        metre,
-        tuple(rng.choice(PROGRAMS[part]) for part in ("bass", "chords", "melody")),
-        drums,
-        bass,
-        comp,
-        rng.choice(("beats", "sparse", "eighths")),
-        crash=False,
-        bass_low=rng.choice((28, 31, 33, 36, 40)),
-    )
+    return drawn_style(rng, metre, drums, bass, comp, crash=False)
 
 
 def even_songs(count: int = COUNT, seed: str = SEED) -> tuple[Song, ...]:

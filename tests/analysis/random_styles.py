@@ -110,6 +110,22 @@ def random_style(name: str) -> Style:
         }[kind]
         comp = ("block", chosen, rng.choice((0, 1, 2)))
 
+    return drawn_style(rng, metre, drums, bass, comp, swing=swing, walk=walk)
+
+
+def drawn_style(
+    rng: random.Random,
+    metre: str,
+    drums: dict[int, tuple[tuple[int, ...], int]],
+    bass: tuple[tuple[int, ...], int],
+    comp: tuple[str, tuple[int, ...], int],
+    *,
+    swing: bool = False,
+    walk: bool = False,
+    crash: bool | None = None,
+) -> Style:
+    """The style of these parts, with its instruments, melody, crash (unless given) and bass
+    register drawn from `rng`, in that order."""
     return Style(
         metre,
         tuple(rng.choice(PROGRAMS[part]) for part in ("bass", "chords", "melody")),
@@ -119,7 +135,7 @@ def random_style(name: str) -> Style:
         rng.choice(("beats", "sparse", "eighths")),
         swing=swing,
         walk=walk,
-        crash=rng.random() < 0.5,
+        crash=rng.random() < 0.5 if crash is None else crash,
         bass_low=rng.choice((28, 31, 33, 36, 40)),
     )
 
