@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tunesmith.analysis import audio
 from tunesmith.analysis.audio import PITCH_CLASSES, AudioDecodeError, analyze_audio
 from tunesmith.examples.loops import LOOPS, make_loops, render_loop
 
@@ -256,6 +257,22 @@ def test_an_mp4_holding_a_codec_the_decoder_lacks_is_named_and_the_next_file_dec
         analyze_audio(odd)
     assert "odd.m4a" in str(caught.value) and "expected AAC, ALAC" in str(caught.value)
     assert analyze_audio(whole)["duration"] == pytest.approx(4.0, abs=0.1)
+
+
+def test_an_mp4_the_decoder_reads_is_never_called_one_it_lacks(tmp_path: Path) -> None:
+    # a damaged AAC file fails for another reason: its message must not blame the codec
+    whole = tmp_path / "whole.wav"
+    sf.write(whole, render_loop(LOOPS[0])[:44100], 44100)
+    for codec in ("aac", "alac", "flac"):
+        made = tmp_path / f"{codec}.m4a"
+        subprocess.run(
+            ["ffmpeg", "-loglevel", "error", "-i", whole, "-c:a", codec, "-strict", "-2",
+             "-f", "mp4", made],
+            check=True,
+        )  # fmt: skip
+    assert audio._unread_mp4_codec(tmp_path / "aac.m4a") is None
+    assert audio._unread_mp4_codec(tmp_path / "alac.m4a") is None
+    assert audio._unread_mp4_codec(tmp_path / "flac.m4a") == "FLAC"
 
 
 def test_labels_are_the_promised_mix(loops_dir: Path) -> None:

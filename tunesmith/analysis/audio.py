@@ -238,7 +238,7 @@ def _decode(path: Path) -> tuple[np.ndarray, int, int]:
     try:
         stereo, sample_rate, channels, *_ = es.AudioLoader(filename=str(path))()
     except RuntimeError as err:
-        codec = _mp4_codec(path) if container == "MP4" else None
+        codec = _unread_mp4_codec(path) if container == "MP4" else None
         if codec:
             raise AudioDecodeError(
                 f"{path}: it holds {codec} audio in an MP4 container, which the decoder does "
@@ -251,16 +251,24 @@ def _decode(path: Path) -> tuple[np.ndarray, int, int]:
     return np.asarray(samples, dtype=np.float32), int(sample_rate), int(channels)
 
 
-def _mp4_codec(path: Path) -> str | None:
-    """The codec an MP4 file's audio track names (mutagen: "FLAC", "Opus", ...), or None."""
+# The MP4 audio codecs AudioLoader reads, by the prefix of their sample entry: AAC and MP3
+# ("mp4a.40.2", "mp4a.6B", ...), ALAC, AC-3 and E-AC-3.
+AUDIOLOADER_MP4_CODECS = ("mp4a", "alac", "ac-3", "ec-3")
+
+
+def _unread_mp4_codec(path: Path) -> str | None:
+    """The codec of an MP4 file's audio track (mutagen's description: "FLAC", "Opus", ...)
+    where it is not one AudioLoader reads; None for one it reads (a file that failed for
+    another reason, a damaged one) or a file mutagen cannot read."""
     import mutagen.mp4
 
     try:
         info = mutagen.mp4.MP4(path).info
     except (mutagen.MutagenError, ValueError):
         return None
-    described = info.codec_description or info.codec or ""
-    return {"OPUS": "Opus"}.get(described, described) or None
+    if not info.codec or info.codec.lower().startswith(AUDIOLOADER_MP4_CODECS):
+        return None
+    return {"OPUS": "Opus"}.get(info.codec_description, info.codec_description or info.codec)
 
 
 def _check_container(path: Path) -> None:
