@@ -12,7 +12,7 @@ the machine runs:
 
 By default the corpus's 32 development songs; `--all` times all 64, `--dev-extra` the 192
 DEV_EXTRA songs. Only times are printed (no scores: the held-out corpus is scored by
-tests/analysis/test_corpus184.py).
+tests/analysis/test_corpus192.py).
 
 `--long SECONDS` times one long song instead (the first development song repeated to that
 length, as FLAC: real songs are minutes long, the corpus's half a minute), each analysis in a

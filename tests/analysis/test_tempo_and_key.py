@@ -146,3 +146,30 @@ def test_the_sound_starts_and_ends_where_it_rises_above_the_trim_level() -> None
     assert key.sounding(mono) == (0.5, 2.0)
     assert key.sounding(np.zeros(rate, dtype=np.float32)) == (0.0, 0.0)
     assert key.sounding(np.zeros(0, dtype=np.float32)) == (0.0, 0.0)
+
+
+def _clicks(bpm: float, seconds: float, accent_every: int) -> np.ndarray:
+    """Clicks at `bpm`, every `accent_every`-th louder, at 44.1 kHz (float32)."""
+    rate, out = 44100, np.zeros(int(seconds * 44100), dtype=np.float32)
+    burst = np.sin(2 * np.pi * 1500 * np.arange(400) / rate) * np.hanning(400)
+    for i, start in enumerate(np.arange(0, len(out) - 400, 60 / bpm * rate).astype(int)):
+        out[start : start + 400] += burst * (1.0 if i % accent_every == 0 else 0.4)
+    return out
+
+
+def test_the_tracker_built_once_reads_each_clip_as_a_fresh_one_would() -> None:
+    import essentia.standard as es
+
+    from tunesmith.analysis.meter import MAX_TEMPO, MIN_TEMPO
+    from tunesmith.analysis.tempo import track
+
+    clips = [_clicks(96, 12, 4), _clicks(150, 9, 3), _clicks(96, 12, 4)]
+    for clip in clips:  # the first again last: nothing of the second stays in the tracker
+        fresh = es.RhythmExtractor2013(
+            method="multifeature", minTempo=MIN_TEMPO, maxTempo=MAX_TEMPO
+        )(clip)
+        reused = track(clip)
+        assert reused.bpm == pytest.approx(float(fresh[0]), abs=0) and reused.bpm > 0
+        assert np.array_equal(reused.ticks, np.asarray(fresh[1], dtype=np.float64))
+        assert reused.confidence == float(fresh[2])
+    assert track(clips[0]).bpm != track(clips[1]).bpm
