@@ -398,6 +398,7 @@ LATER_TABLES = (
     ("corpus176", "STYLES176"),
     ("corpus184", "STYLES184"),
     ("corpus192", "STYLES192"),
+    ("corpus200", "STYLES200"),
 )
 
 

@@ -28,7 +28,7 @@ Run it from the repository root:
         [--dev-extra | --corpus96 dev|test|all | --corpus48 | --corpus56 | --corpus52 | --corpus64
         | --corpus72 | --corpus80 | --corpus88 | --corpus104 | --corpus112 | --corpus120
         | --corpus128 | --corpus136 | --corpus144 | --corpus152 | --corpus160
-        | --corpus168 | --corpus176 | --corpus184 | --corpus192 | --random]
+        | --corpus168 | --corpus176 | --corpus184 | --corpus192 | --corpus200 | --random]
 
 With no estimator named it scores both of the above; `--songs` also prints every song's row;
 `--dev-extra` scores corpus60's DEV_EXTRA songs (development data) instead of the corpus,
@@ -56,7 +56,8 @@ was written), `--corpus176` the nineteenth (tests/analysis/corpus176.py, held ou
 once, development data since the twentieth was written), `--corpus184` the twentieth
 (tests/analysis/corpus184.py, held out and scored once, development data since),
 `--corpus192` the twenty-first (tests/analysis/corpus192.py, held out and scored once with the
-analysis that ships, development data since), `--random` the randomly arranged development songs
+analysis that ships, development data since), `--corpus200` the twenty-second
+(tests/analysis/corpus200.py, held out), `--random` the randomly arranged development songs
 (tests/analysis/random_styles.py).
 """
 
@@ -104,6 +105,7 @@ LATER_CORPORA = (  # the corpora written after the second: module, its songs, --
     ("corpus176", "SONGS176", "the nineteenth corpus (development data since it was scored)"),
     ("corpus184", "SONGS184", "the twentieth corpus (development data since it was scored)"),
     ("corpus192", "SONGS192", "the twenty-first corpus (development data since it was scored)"),
+    ("corpus200", "SONGS200", "the twenty-second corpus (held out)"),
 )
 TEMPO_TOLERANCE = 0.04  # MIREX
 TEMPO_LEVELS = (1.0, 2.0, 0.5, 3.0, 1.0 / 3.0)  # MIREX's accuracy 2
