@@ -26,11 +26,10 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
-from tests.analysis import fit_analysis
+from tests.analysis import fit_analysis, study_review
 from tests.analysis.corpus60 import CRASH
 from tests.analysis.test_corpus60 import _read_midi
 
@@ -68,16 +67,10 @@ def score_of(midi: bytes) -> tuple[bool, str]:
 
 def readings(d: dict) -> dict[tuple[str, str], tuple[str, bool]]:
     """(source, name) -> (the metre read, whether at the right tempo) of every song of the
-    out-of-fold record, chosen as the analysis chooses (analysis.meter.decision)."""
-    from tunesmith.analysis import meter
-
-    offsets, out = d["offsets"], {}
+    out-of-fold record, chosen as the analysis chooses (study_review.decided)."""
+    out = {}
     for s in range(len(d["song"])):
-        a, b = offsets[s], offsets[s + 1]
-        found = [
-            SimpleNamespace(bpm=float(d["bpm"][j]), metre=str(d["metre"][j])) for j in range(a, b)
-        ]
-        best, _, _ = meter.decision(found, fit_analysis._softmax(d["scores"][a:b].mean(axis=1)))
+        _, best, _ = study_review.decided(d, s)
         right_tempo = fit_analysis._tempo_right(best.bpm, float(d["truth_bpm"][s]))
         out[str(d["source"][s]), str(d["name"][s])] = (best.metre, right_tempo)
     return out

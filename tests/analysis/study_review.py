@@ -71,6 +71,17 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+def decided(d: dict, s: int) -> tuple[list, object, list]:
+    """Song `s`'s out-of-fold hypotheses (bpm and metre), the one the analysis chooses and the
+    tempo groups, chosen as analysis.meter.decision chooses from the members' mean score."""
+    from tunesmith.analysis import meter
+
+    a, b = d["offsets"][s], d["offsets"][s + 1]
+    found = [SimpleNamespace(bpm=float(d["bpm"][j]), metre=str(d["metre"][j])) for j in range(a, b)]
+    best, _, groups = meter.decision(found, fit_analysis._softmax(d["scores"][a:b].mean(axis=1)))
+    return found, best, groups
+
+
 def tempo_rows(d: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(TEMPO_INPUTS per song, right, the shipped probability, fold) of every song's tempo,
     chosen from its out-of-fold reading as the analysis chooses (analysis.meter.decision)."""
@@ -80,12 +91,9 @@ def tempo_rows(d: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     offsets = d["offsets"]
     rows, right, shipped = [], [], []
     for s in range(len(d["song"])):
-        a, b = offsets[s], offsets[s + 1]
-        scores = d["scores"][a:b]  # hypotheses x members
-        found = [
-            SimpleNamespace(bpm=float(d["bpm"][j]), metre=str(d["metre"][j])) for j in range(a, b)
-        ]
-        best, _, groups = meter.decision(found, fit_analysis._softmax(scores.mean(axis=1)))
+        a = offsets[s]
+        scores = d["scores"][a : offsets[s + 1]]  # hypotheses x members
+        found, best, groups = decided(d, s)
         chosen = groups[0]
         members = np.array(
             [

@@ -169,7 +169,7 @@ def test_the_tracker_built_once_reads_each_clip_as_a_fresh_one_would() -> None:
             method="multifeature", minTempo=MIN_TEMPO, maxTempo=MAX_TEMPO
         )(clip)
         reused = track(clip)
-        assert reused.bpm == pytest.approx(float(fresh[0]), abs=0) and reused.bpm > 0
+        assert reused.bpm == float(fresh[0]) and reused.bpm > 0
         assert np.array_equal(reused.ticks, np.asarray(fresh[1], dtype=np.float64))
         assert reused.confidence == float(fresh[2])
     assert track(clips[0]).bpm != track(clips[1]).bpm

@@ -72,7 +72,7 @@ _built = threading.local()  # an Essentia algorithm is not for two threads at on
 
 def _tracker():
     """This thread's RhythmExtractor2013, built on first use. Building one ("multifeature":
-    five onset detectors and their trackers) costs about 0.16 CPU s, a sixth of a song's
+    five onset detectors and their trackers) costs about 0.15 CPU s, a sixth of a song's
     analysis; what it returns does not depend on the clips it read before
     (tests/analysis/test_tempo_and_key.py), so one serves every song."""
     if not hasattr(_built, "tracker"):
